@@ -1,0 +1,16 @@
+"""lint-nograd: find and fix torch.no_grad() regions that function transforms and tracers misread.
+
+`import lint_nograd` never imports torch; `stop_gradient` loads the runtime shim on first use.
+"""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+__all__ = ["stop_gradient", "__version__"]
+
+
+def __getattr__(name: str):
+    if name == "stop_gradient":
+        from lint_nograd.shim import stop_gradient
+
+        return stop_gradient
+    raise AttributeError(f"module 'lint_nograd' has no attribute {name!r}")

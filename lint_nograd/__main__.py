@@ -1,0 +1,5 @@
+import sys
+
+from lint_nograd.cli import main
+
+sys.exit(main())

@@ -1,0 +1,42 @@
+"""What a check reports: one `Diagnostic` per finding, with an optional `Fix`."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace the text between two 1-based (row, column) positions with `content`."""
+
+    content: str
+    row: int
+    col: int
+    end_row: int
+    end_col: int
+
+
+@dataclass(frozen=True)
+class Fix:
+    message: str
+    edits: tuple[Edit, ...] = ()
+    applicability: str = "safe"
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One finding. Rows and columns are 1-based; columns count characters."""
+
+    code: str
+    message: str
+    path: str
+    row: int
+    col: int
+    end_row: int
+    end_col: int
+    severity: str = "error"  # "error" or "warning"
+    source_line: str = ""  # the text of `row`, for the `full` output format
+    fix: Fix | None = field(default=None, compare=False)
+
+    @property
+    def sort_key(self) -> tuple:
+        return (self.path, self.row, self.col, self.code)

@@ -1,0 +1,113 @@
+"""The pipeline for one file: read bytes -> cheap gate -> parse -> semantic model -> rules -> noqa.
+
+Checking parses with the standard library's `ast`, which is an order of magnitude faster than
+libcst; libcst is only loaded by `fix`, which must keep formatting byte for byte.
+"""
+from __future__ import annotations
+
+import ast
+import io
+import re
+import tokenize
+from dataclasses import dataclass
+from pathlib import Path
+
+from lint_nograd import api, checks, suppression
+from lint_nograd.diagnostics import Diagnostic
+from lint_nograd.model import SemanticModel
+from lint_nograd.registry import RULES
+
+# Every finding needs a grad-disabling region, and every region spells one of these names.
+_GATE = re.compile("|".join(api.GRAD_DISABLING_WORDS).encode())
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")  # what Python's tokenizer counts as a new line
+
+
+@dataclass
+class ParsedFile:
+    """A file that passed the gate and parsed."""
+
+    text: str
+    lines: list[str]
+    tree: ast.Module
+
+
+class ParseError(Exception):
+    def __init__(self, message: str, row: int = 1, col: int = 1):
+        super().__init__(message)
+        self.message, self.row, self.col = message, row, col
+
+
+def might_have_findings(data: bytes) -> bool:
+    return _GATE.search(data) is not None
+
+
+def decode(data: bytes) -> str:
+    """The file's text, by its BOM or PEP 263 coding cookie (UTF-8 otherwise)."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        return data.decode(encoding)
+    except SyntaxError as error:  # an unknown or mismatched coding cookie
+        raise ParseError(f"cannot decode the file: {error.msg}") from None
+    except UnicodeDecodeError as error:
+        row = data.count(b"\n", 0, error.start) + 1
+        raise ParseError(f"cannot decode the file as {error.encoding}: invalid byte "
+                         f"{data[error.start:error.start + 1]!r}", row) from None
+
+
+def parse(data: bytes) -> ParsedFile:
+    text = decode(data)
+    if "\0" in text:
+        row = text.count("\n", 0, text.index("\0")) + 1
+        raise ParseError("the file contains a NUL byte; it is not Python source", row)
+    try:
+        tree = ast.parse(text)
+    except SyntaxError as error:
+        raise ParseError(f"cannot parse: {error.msg}", error.lineno or 1, error.offset or 1) from None
+    except (RecursionError, MemoryError):
+        raise ParseError("cannot parse: the code is nested too deeply") from None
+    return ParsedFile(text, _LINE_BREAK.split(text), tree)
+
+
+def _column(line: str, byte_offset: int) -> int:
+    """ast counts columns in UTF-8 bytes; diagnostics count characters, from 1."""
+    return len(line.encode("utf-8")[:byte_offset].decode("utf-8", "replace")) + 1
+
+
+def to_diagnostic(finding: checks.Finding, parsed: ParsedFile, display_path: str) -> Diagnostic:
+    node = finding.node
+    line = parsed.lines[node.lineno - 1]
+    end_row = node.end_lineno or node.lineno
+    end_line = parsed.lines[end_row - 1]
+    return Diagnostic(
+        code=finding.code, message=finding.message, path=display_path,
+        row=node.lineno, col=_column(line, node.col_offset),
+        end_row=end_row, end_col=_column(end_line, node.end_col_offset or node.col_offset),
+        severity=finding.severity or RULES[finding.code].severity, source_line=line)
+
+
+def check_source(data: bytes, display_path: str, codes: frozenset[str]) -> list[Diagnostic]:
+    if not might_have_findings(data):
+        return []
+    try:
+        parsed = parse(data)
+    except ParseError as error:
+        if "NG000" not in codes:
+            return []
+        return [Diagnostic("NG000", error.message, display_path, error.row, error.col, error.row,
+                           error.col, RULES["NG000"].severity)]
+    try:
+        model = SemanticModel(parsed.tree)
+    except RecursionError:
+        return [Diagnostic("NG000", "cannot analyse: the code is nested too deeply", display_path,
+                           1, 1, 1, 1, RULES["NG000"].severity)] if "NG000" in codes else []
+    findings = checks.run(model, codes)
+    diagnostics = [to_diagnostic(finding, parsed, display_path) for finding in findings]
+    return sorted(suppression.unsuppressed(diagnostics, parsed.lines), key=lambda d: d.sort_key)
+
+
+def check_file(path: Path, display_path: str, codes: frozenset[str]) -> list[Diagnostic]:
+    """Check one file for the rules in `codes`; bad input becomes an NG000 diagnostic.
+
+    An OSError (a file that vanished or cannot be read) propagates for the caller to report.
+    """
+    return check_source(path.read_bytes(), display_path, codes)

@@ -1,0 +1,33 @@
+"""Every rule's code, name, severity and whether `lint-nograd fix` can rewrite it."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Rule:
+    code: str
+    name: str
+    summary: str
+    severity: str  # "error" or "warning"
+    fixable: bool = False
+
+
+RULES: dict[str, Rule] = {
+    rule.code: rule
+    for rule in (
+        Rule("NG000", "parse-error", "The file could not be read or parsed.", "error"),
+        Rule("NG001", "transform-under-no-grad",
+             "A torch.func transform is applied inside a no_grad region, which it ignores.", "warning"),
+        Rule("NG002", "transform-under-inference-mode",
+             "A torch.func transform is applied inside inference_mode: zeros on older releases.", "error"),
+        Rule("NG003", "backward-without-graph",
+             "Backward on a value computed under a grad-disabled region, which has no graph.", "error"),
+        Rule("NG004", "no-grad-under-forward-mode",
+             "A no_grad region in a function that forward-mode AD reaches, which ignores it.", "error", True),
+        Rule("NG005", "no-grad-in-traced-function",
+             "A no_grad region in a function that a tracer records, which drops it.", "error", True),
+        Rule("NG006", "no-grad-in-transformed-function",
+             "A no_grad region in a function that a reverse-mode transform reaches.", "warning", True),
+    )
+}
