@@ -29,6 +29,7 @@ class ParsedFile:
     text: str
     lines: list[str]
     tree: ast.Module
+    encoding: str  # as found by its BOM or coding cookie: "utf-8", "utf-8-sig", "latin-1", ...
 
 
 class ParseError(Exception):
@@ -41,11 +42,11 @@ def might_have_findings(data: bytes) -> bool:
     return _GATE.search(data) is not None
 
 
-def decode(data: bytes) -> str:
-    """The file's text, by its BOM or PEP 263 coding cookie (UTF-8 otherwise)."""
+def decode(data: bytes) -> tuple[str, str]:
+    """The file's text and encoding, by its BOM or PEP 263 coding cookie (UTF-8 otherwise)."""
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-        return data.decode(encoding)
+        return data.decode(encoding), encoding
     except SyntaxError as error:  # an unknown or mismatched coding cookie
         raise ParseError(f"cannot decode the file: {error.msg}") from None
     except UnicodeDecodeError as error:
@@ -55,7 +56,7 @@ def decode(data: bytes) -> str:
 
 
 def parse(data: bytes) -> ParsedFile:
-    text = decode(data)
+    text, encoding = decode(data)
     if "\0" in text:
         row = text.count("\n", 0, text.index("\0")) + 1
         raise ParseError("the file contains a NUL byte; it is not Python source", row)
@@ -65,7 +66,7 @@ def parse(data: bytes) -> ParsedFile:
         raise ParseError(f"cannot parse: {error.msg}", error.lineno or 1, error.offset or 1) from None
     except (RecursionError, MemoryError):
         raise ParseError("cannot parse: the code is nested too deeply") from None
-    return ParsedFile(text, _LINE_BREAK.split(text), tree)
+    return ParsedFile(text, _LINE_BREAK.split(text), tree, encoding)
 
 
 def _column(line: str, byte_offset: int) -> int:

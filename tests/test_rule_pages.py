@@ -1,0 +1,38 @@
+"""Every rule has a page; its examples are checked by the linter (and run by test_rules_against_torch)."""
+from __future__ import annotations
+
+import pytest
+
+from lint_nograd.engine import check_source
+from lint_nograd.registry import RULES
+from rule_pages import PAGES, example, sections
+
+ALL = frozenset(RULES)
+
+
+def codes_in(source: str) -> list[str]:
+    return [d.code for d in check_source(source.encode(), "example.py", ALL)]
+
+
+def test_every_rule_has_a_page():
+    assert sorted(page.stem for page in PAGES) == sorted(RULES)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.stem)
+def test_page_layout(page):
+    titles = list(sections(page))
+    assert titles[:4] == ["What it does", "Why it matters", "Example", "Use instead"]
+    assert "References" in titles
+    assert ("Fix safety" in titles) == RULES[page.stem].fixable
+    assert page.read_text().startswith(f"# {page.stem} {RULES[page.stem].name}\n")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.stem)
+def test_example_raises_exactly_its_rule(page):
+    codes = codes_in(example(page, "Example"))
+    assert codes and set(codes) == {page.stem}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.stem)
+def test_use_instead_is_clean(page):
+    assert codes_in(example(page, "Use instead")) == []

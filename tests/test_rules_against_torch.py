@@ -1,0 +1,119 @@
+"""The rules stay honest as PyTorch changes: run the examples and fixtures and check that each
+reported pattern really misbehaves, and that each suggested replacement really does not."""
+from __future__ import annotations
+
+import functools
+import runpy
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch.func import hessian, jacfwd, jacrev  # noqa: E402
+
+from rule_pages import example, PAGES  # noqa: E402
+
+PAGE = {page.stem: page for page in PAGES}
+FIXTURES = Path(__file__).parent / "fixtures" / "checker"
+X = torch.tensor([1.0, 2.0, 4.0], dtype=torch.float64)
+
+
+def run_example(code: str, section: str) -> dict:
+    namespace: dict = {}
+    exec(compile(example(PAGE[code], section), f"{code}.md", "exec"), namespace)
+    return namespace
+
+
+def test_ng001_transform_ignores_the_region():
+    ns = run_example("NG001", "Example")
+    assert torch.allclose(ns["slope"], torch.cos(torch.tensor(1.5)))
+    assert not ns["slope"].requires_grad  # only the result comes back without a graph
+
+
+def test_ng002_transform_under_inference_mode_is_correct_on_this_release():
+    ns = run_example("NG002", "Example")  # zeros before the fix for pytorch issue 177318
+    assert torch.allclose(ns["slope"], torch.cos(torch.tensor(1.5)))
+
+
+def test_ng003_backward_fails_and_the_replacement_does_not():
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        run_example("NG003", "Example")
+    run_example("NG003", "Use instead")
+
+
+def test_ng004_forward_and_reverse_disagree_and_stop_gradient_agrees():
+    bad, good = run_example("NG004", "Example"), run_example("NG004", "Use instead")
+    assert float(bad["forward"]) == pytest.approx(6.75) and float(bad["reverse"]) == pytest.approx(2.25)
+    assert float(good["forward"]) == pytest.approx(2.25) == float(good["reverse"])
+
+
+def _traced_minus_eager_gradient(traced, eager) -> float:
+    x1, x2 = X.clone().requires_grad_(), X.clone().requires_grad_()
+    traced(x1).sum().backward()
+    eager(x2).sum().backward()
+    return float((x1.grad - x2.grad).abs().max())
+
+
+def test_ng005_traced_gradient_differs_and_stop_gradient_does_not():
+    bad, good = run_example("NG005", "Example"), run_example("NG005", "Use instead")
+    assert _traced_minus_eager_gradient(bad["traced"], bad["centered"]) > 0.1
+    assert _traced_minus_eager_gradient(good["traced"], good["centered"]) == 0
+
+
+def test_ng006_reverse_mode_respects_the_region_and_stop_gradient_matches():
+    bad, good = run_example("NG006", "Example"), run_example("NG006", "Use instead")
+    assert torch.equal(bad["g"], good["g"])
+
+
+@pytest.fixture(scope="module")
+def ng004_fixture():
+    return runpy.run_path(str(FIXTURES / "ng004_forward_mode.py"))
+
+
+@pytest.mark.parametrize("name", ["direct", "in_lambda", "for_jvp", "for_linearize", "nested",
+                                  "calls_helper", "uses_decorated", "through_partial"])
+def test_ng004_fixture_functions_differ_between_modes(ng004_fixture, name):
+    f = ng004_fixture[name]
+    if name == "through_partial":
+        f = functools.partial(f, scale=2.0)
+    assert not torch.allclose(jacfwd(f)(X), jacrev(f)(X))
+
+
+def test_ng004_fixture_hessian_differs_from_reverse_over_reverse(ng004_fixture):
+    f = ng004_fixture["for_hessian"]
+    assert not torch.allclose(hessian(f)(X), jacrev(jacrev(f))(X))
+
+
+def test_ng004_fixture_inference_mode_is_not_ignored_by_forward_mode(ng004_fixture):
+    f = ng004_fixture["inference_only_forward"]  # no finding: both modes agree
+    assert torch.allclose(jacfwd(f)(X), torch.eye(3, dtype=X.dtype))
+
+
+@pytest.fixture(scope="module")
+def ng005_fixture():
+    return runpy.run_path(str(FIXTURES / "ng005_traced.py"))
+
+
+def test_ng005_fixture_tracers_drop_the_region(ng005_fixture):
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    ns = ng005_fixture
+    assert _traced_minus_eager_gradient(torch.fx.symbolic_trace(ns["traced_function"]),
+                                        ns["traced_function"]) > 0.1
+    assert _traced_minus_eager_gradient(torch.jit.trace(ns["jit_traced"], (X,)), ns["jit_traced"]) > 0.1
+    assert _traced_minus_eager_gradient(make_fx(ns["made"])(X), ns["made"]) > 0.1
+    model = ns["Model"]()
+    assert _traced_minus_eager_gradient(torch.jit.trace(model, (X,)), model) > 0.1
+
+
+def test_ng005_fixture_pre_dispatch_keeps_the_region(ng005_fixture):
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    f = ng005_fixture["pre_dispatch"]
+    assert _traced_minus_eager_gradient(make_fx(f, pre_dispatch=True)(X), f) == 0
+
+
+def test_ng006_inference_mode_region_saved_for_backward_raises():
+    # the fixture's module-level `jacrev(inference_saved)(x)` is the call that fails
+    with pytest.raises(RuntimeError, match="Inference tensors cannot be saved for backward"):
+        runpy.run_path(str(FIXTURES / "ng006_reverse_mode.py"))
