@@ -1,0 +1,274 @@
+"""The command line: `lint-nograd check [PATH ...]` and `lint-nograd rule CODE | --all`.
+
+Exit status: 0 nothing found, 1 findings, 2 a usage, configuration or I/O error.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from lint_nograd import __version__, engine, output
+from lint_nograd.config import (
+    DEFAULT_SELECT,
+    ConfigError,
+    RuleSelection,
+    expand_selectors,
+    load_config,
+    select_rules,
+)
+from lint_nograd.diagnostics import Diagnostic
+from lint_nograd.files import DEFAULT_EXCLUDE, compile_patterns, discover
+from lint_nograd.registry import RULES
+
+PROG = "lint-nograd"
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+# Starting worker processes costs more than checking a few dozen files in this one.
+PARALLEL_MIN_FILES = 32
+
+
+@dataclass(frozen=True)
+class Job:
+    path: Path
+    display_path: str
+    codes: frozenset[str]
+
+
+@dataclass
+class Plan:
+    jobs: list[Job] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # reported after the run; exit 2
+    warnings: list[str] = field(default_factory=list)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        options = build_parser().parse_args(argv)
+    except SystemExit as stop:  # --help, --version, or a usage error argparse already reported
+        return stop.code if isinstance(stop.code, int) else EXIT_CLEAN
+    try:
+        return options.run(options)
+    except ConfigError as error:
+        _report("error", str(error))
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # the reader went away, e.g. `lint-nograd check | head`
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_ERROR
+    except Exception as error:  # a bug of ours: one line on stderr rather than a traceback
+        _report("error", f"internal error: {type(error).__name__}: {error}")
+        return EXIT_ERROR
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Find torch.no_grad() regions that function transforms and tracers misread.",
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    check = commands.add_parser("check", parents=[shared_options()], help="report findings")
+    check.set_defaults(run=run_check)
+
+    rule = commands.add_parser("rule", help="show a rule's page, or list every rule")
+    which = rule.add_mutually_exclusive_group(required=True)
+    which.add_argument("code", nargs="?", help="a rule code, such as NG001")
+    which.add_argument("--all", action="store_true", help="list every rule")
+    rule.set_defaults(run=run_rule)
+    return parser
+
+
+def shared_options() -> argparse.ArgumentParser:
+    """The options of every command that reads files: which files, which rules, how to report."""
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument("paths", nargs="*", metavar="PATH", help="files or folders (default: .)")
+
+    rules = options.add_argument_group("rule selection (comma-separated codes or prefixes, or ALL)")
+    rules.add_argument("--select", type=_comma_list, action="extend", metavar="CODES",
+                       help="check only these rules (replaces the configured selection)")
+    rules.add_argument("--extend-select", type=_comma_list, action="extend", default=[],
+                       metavar="CODES", help="check these rules as well")
+    rules.add_argument("--ignore", type=_comma_list, action="extend", default=[], metavar="CODES",
+                       help="do not check these rules (applied after --select)")
+
+    files = options.add_argument_group("file selection (gitignore-style globs)")
+    files.add_argument("--exclude", type=_comma_list, action="extend", metavar="GLOBS",
+                       help="exclude these instead of the default list")
+    files.add_argument("--extend-exclude", type=_comma_list, action="extend", default=[],
+                       metavar="GLOBS", help="exclude these as well")
+    gitignore = files.add_mutually_exclusive_group()
+    gitignore.add_argument("--respect-gitignore", dest="respect_gitignore", action="store_true",
+                           default=None, help="skip what .gitignore files ignore (default)")
+    gitignore.add_argument("--no-respect-gitignore", dest="respect_gitignore",
+                           action="store_false", default=None,
+                           help="check what .gitignore files ignore")
+
+    settings = options.add_argument_group("configuration")
+    settings.add_argument("--config", metavar="PATH",
+                          help="read [tool.lint-nograd] from this file instead of searching")
+    settings.add_argument("--isolated", action="store_true", help="ignore every configuration file")
+
+    report = options.add_argument_group("reporting")
+    report.add_argument("--output-format", choices=output.FORMATS, default="full")
+    report.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                        help="colour full and concise output (auto: on a terminal, no NO_COLOR)")
+    report.add_argument("--statistics", action="store_true", help="count findings per rule instead")
+    report.add_argument("--exit-zero", action="store_true",
+                        help="exit 0 even when there are findings (errors still exit 2)")
+
+    run = options.add_argument_group("running")
+    run.add_argument("--jobs", type=_positive_int, metavar="N",
+                     help="worker processes (default: one per CPU)")
+    run.add_argument("--no-cache", action="store_true", help="accepted; there is no cache yet")
+    run.add_argument("--cache-dir", metavar="PATH", help="accepted; there is no cache yet")
+    return options
+
+
+def plan_jobs(options: argparse.Namespace, cwd: Path | None = None) -> Plan:
+    """Turn the shared options and the configuration into one job per file to check."""
+    cwd = cwd or Path.cwd()
+    config = load_config(options.config, cwd, options.isolated)
+    command_line = RuleSelection(
+        select=None if options.select is None else expand_selectors(options.select, "--select"),
+        extend_select=expand_selectors(options.extend_select, "--extend-select"),
+        ignore=expand_selectors(options.ignore, "--ignore"),
+    )
+    codes = select_rules([config.rules, command_line])
+    exclude = next(globs for globs in (options.exclude, config.exclude, DEFAULT_EXCLUDE)
+                   if globs is not None)
+    respect_gitignore = (config.respect_gitignore if options.respect_gitignore is None
+                         else options.respect_gitignore)
+    found = discover(
+        options.paths or ["."],
+        root=config.root,
+        exclude=compile_patterns([*exclude, *config.extend_exclude, *options.extend_exclude]),
+        respect_gitignore=respect_gitignore,
+        cwd=cwd,
+    )
+    plan = Plan(
+        errors=[f"path does not exist: {path}" for path in found.missing],
+        warnings=[f"cannot read folder {folder}" for folder in found.unreadable],
+    )
+    for path, shown in found.files:
+        file_codes = codes - config.ignored_codes(path)
+        if file_codes:
+            plan.jobs.append(Job(path, shown, file_codes))
+    return plan
+
+
+def run_jobs(jobs: Sequence[Job], workers: int) -> tuple[list[Diagnostic], list[str]]:
+    """Check every job, in worker processes when there are enough; returns findings and errors."""
+    if workers > 1 and len(jobs) > PARALLEL_MIN_FILES:
+        try:
+            with ProcessPoolExecutor(max_workers=workers) as pool:
+                chunksize = min(64, max(1, len(jobs) // (workers * 4)))  # small: big files cluster
+                results = list(pool.map(check_job, jobs, chunksize=chunksize))
+        except BrokenProcessPool:
+            return [], ["a worker process stopped unexpectedly"]
+        except (OSError, NotImplementedError):  # no worker processes on this system
+            results = [check_job(job) for job in jobs]
+    else:
+        results = [check_job(job) for job in jobs]
+    diagnostics = sorted((d for found, _ in results for d in found), key=lambda d: d.sort_key)
+    return diagnostics, [error for _, error in results if error is not None]
+
+
+def check_job(job: Job) -> tuple[list[Diagnostic], str | None]:
+    try:
+        return engine.check_file(job.path, job.display_path, job.codes), None
+    except Exception as error:  # a bug checking one file must not stop the others
+        return [], f"failed to check {job.display_path}: {type(error).__name__}: {error}"
+
+
+def run_check(options: argparse.Namespace) -> int:
+    plan = plan_jobs(options)
+    for warning in plan.warnings:
+        _report("warning", warning)
+    cpus = getattr(os, "process_cpu_count", os.cpu_count)() or 1  # the first honours affinity
+    workers = min(options.jobs or cpus, max(len(plan.jobs), 1))
+    diagnostics, failures = run_jobs(plan.jobs, workers)
+    errors = plan.errors + failures
+
+    text_format = options.output_format in output.TEXT_FORMATS
+    if options.statistics:
+        text = output.statistics(diagnostics, options.output_format)
+    else:
+        color = _use_color(options.color, sys.stdout)
+        text = output.render(diagnostics, options.output_format, color)
+    if text_format and (diagnostics or not errors):
+        text += output.summary(diagnostics)
+    _write(sys.stdout, text)
+    for error in errors:
+        _report("error", error)
+
+    if errors:
+        return EXIT_ERROR
+    return EXIT_FINDINGS if diagnostics and not options.exit_zero else EXIT_CLEAN
+
+
+def run_rule(options: argparse.Namespace) -> int:
+    if options.all:
+        _write(sys.stdout, _rule_table())
+        return EXIT_CLEAN
+    rule = RULES.get(options.code.upper()) or next(
+        (rule for rule in RULES.values() if rule.name == options.code), None)
+    if rule is None:
+        _report("error", f"unknown rule: {options.code} (see `{PROG} rule --all`)")
+        return EXIT_ERROR
+    page = output.rule_page(rule.code) or f"# {rule.code} ({rule.name})\n\n{rule.summary}\n"
+    _write(sys.stdout, page if page.endswith("\n") else page + "\n")
+    return EXIT_CLEAN
+
+
+def _rule_table() -> str:
+    rows = [("CODE", "NAME", "DEFAULT", "FIX")] + [
+        (rule.code, rule.name, "on" if rule.code in DEFAULT_SELECT else "off",
+         "yes" if rule.fixable else "no")
+        for rule in RULES.values()
+    ]
+    widths = [max(len(row[column]) for row in rows) for column in range(3)]
+    return "".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + f"  {row[3]}\n"
+        for row in rows
+    )
+
+
+def _comma_list(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def _positive_int(text: str) -> int:
+    try:
+        number = int(text)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
+    return number
+
+
+def _use_color(choice: str, stream: TextIO) -> bool:
+    if choice != "auto":
+        return choice == "always"
+    return not os.environ.get("NO_COLOR") and stream.isatty()
+
+
+def _report(kind: str, message: str) -> None:
+    _write(sys.stderr, f"{PROG}: {kind}: {message}\n")
+
+
+def _write(stream: TextIO, text: str) -> None:
+    try:
+        stream.write(text)
+    except UnicodeEncodeError:  # a file name the terminal's encoding cannot show
+        encoding = getattr(stream, "encoding", None) or "utf-8"
+        stream.write(text.encode(encoding, "backslashreplace").decode(encoding))
+    stream.flush()

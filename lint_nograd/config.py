@@ -1,0 +1,182 @@
+"""Settings from `[tool.lint-nograd]` in pyproject.toml, and the rules a run selects.
+
+Rule selection is layered like ruff's: the defaults, then pyproject.toml, then the command line.
+In each layer `select` replaces what the layer below chose, `extend-select` adds, `ignore` removes.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import pathspec
+
+from lint_nograd.files import match_path, shown_path
+from lint_nograd.registry import RULES
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.9 and 3.10 only
+    import tomli as tomllib
+
+TABLE = "lint-nograd"  # read from [tool.lint-nograd]
+DEFAULT_SELECT = frozenset(RULES)
+
+
+class ConfigError(Exception):
+    """A setting that cannot be used; the command line reports it and exits 2."""
+
+
+@dataclass(frozen=True)
+class RuleSelection:
+    """One layer of rule selection; `select=None` keeps what the layer below chose."""
+
+    select: frozenset[str] | None = None
+    extend_select: frozenset[str] = frozenset()
+    ignore: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class PerFileIgnore:
+    """`glob = [codes]`; like ruff, `!glob` turns the codes off for the files it does not match."""
+
+    glob: str
+    codes: frozenset[str]
+
+    @cached_property
+    def _spec(self) -> pathspec.GitIgnoreSpec:
+        return pathspec.GitIgnoreSpec.from_lines([self.glob.removeprefix("!")])
+
+    def matches(self, relative: str) -> bool:
+        return self._spec.match_file(relative) != self.glob.startswith("!")
+
+
+@dataclass(frozen=True)
+class Config:
+    root: Path  # relative globs start here: the folder of the pyproject.toml, else the current one
+    path: Path | None = None
+    rules: RuleSelection = RuleSelection()
+    exclude: tuple[str, ...] | None = None  # None keeps the default list
+    extend_exclude: tuple[str, ...] = ()
+    per_file_ignores: tuple[PerFileIgnore, ...] = ()
+    respect_gitignore: bool = True
+
+    def ignored_codes(self, path: Path) -> frozenset[str]:
+        """The codes `per-file-ignores` turns off for `path`."""
+        relative = match_path(path, self.root)
+        ignored: frozenset[str] = frozenset()
+        for entry in self.per_file_ignores:
+            if entry.matches(relative):
+                ignored |= entry.codes
+        return ignored
+
+
+def expand_selectors(selectors: Iterable[str], where: str) -> frozenset[str]:
+    """Turn codes and prefixes (`NG`, `NG00`, `NG001`, `ALL`) into the codes they name."""
+    codes: set[str] = set()
+    for selector in selectors:
+        prefix = selector.strip().upper()
+        if not prefix:
+            continue
+        matched = {code for code in RULES if prefix == "ALL" or code.startswith(prefix)}
+        if not matched:
+            raise ConfigError(f"unknown rule code or prefix `{selector.strip()}` in {where}")
+        codes |= matched
+    return frozenset(codes)
+
+
+def select_rules(layers: Sequence[RuleSelection]) -> frozenset[str]:
+    codes = DEFAULT_SELECT
+    for layer in layers:
+        if layer.select is not None:
+            codes = layer.select
+        codes = (codes | layer.extend_select) - layer.ignore
+    return codes
+
+
+def find_config(start: Path) -> Path | None:
+    """The nearest pyproject.toml, from `start` upwards, that has a [tool.lint-nograd] table."""
+    for directory in (start, *start.parents):
+        candidate = directory / "pyproject.toml"
+        if candidate.is_file() and TABLE in _tool_tables(_read_toml(candidate, start)):
+            return candidate
+    return None
+
+
+def load_config(
+    explicit: str | None = None, cwd: Path | None = None, isolated: bool = False
+) -> Config:
+    """Read the settings from `explicit` if given, else the nearest pyproject.toml with some."""
+    cwd = cwd or Path.cwd()
+    if isolated:
+        return Config(root=cwd)
+    path = Path(os.path.abspath(cwd / explicit)) if explicit else find_config(cwd)
+    if path is None:
+        return Config(root=cwd)
+    table = _tool_tables(_read_toml(path, cwd)).get(TABLE, {})
+    return _parse_table(table, path, shown_path(path, cwd))
+
+
+def _read_toml(path: Path, cwd: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as file:
+            return tomllib.load(file)
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+        raise ConfigError(f"cannot read {shown_path(path, cwd)}: {reason}") from None
+
+
+def _tool_tables(document: dict[str, Any]) -> dict[str, Any]:
+    tool = document.get("tool")
+    return tool if isinstance(tool, dict) else {}
+
+
+def _parse_table(table: Any, path: Path, shown: str) -> Config:
+    where = f"[tool.{TABLE}] of {shown}"
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where} must be a table")
+    unknown = sorted(set(table) - _KEYS)
+    if unknown:
+        raise ConfigError(f"unknown key `{unknown[0]}` in {where}")
+
+    def selectors(key: str) -> frozenset[str]:
+        return expand_selectors(_strings(table, key, where), f"`{key}` of {where}")
+
+    per_file = table.get("per-file-ignores", {})
+    ignores = f"`per-file-ignores` of {where}"
+    if not isinstance(per_file, dict):
+        raise ConfigError(f"`per-file-ignores` in {where} must be a table of glob = [codes]")
+    respect_gitignore = table.get("respect-gitignore", True)
+    if not isinstance(respect_gitignore, bool):
+        raise ConfigError(f"`respect-gitignore` in {where} must be true or false")
+    return Config(
+        root=path.parent,
+        path=path,
+        rules=RuleSelection(
+            select=selectors("select") if "select" in table else None,
+            extend_select=selectors("extend-select"),
+            ignore=selectors("ignore"),
+        ),
+        exclude=_strings(table, "exclude", where) if "exclude" in table else None,
+        extend_exclude=_strings(table, "extend-exclude", where),
+        per_file_ignores=tuple(
+            PerFileIgnore(glob, expand_selectors(_strings(per_file, glob, ignores), ignores))
+            for glob in per_file
+        ),
+        respect_gitignore=respect_gitignore,
+    )
+
+
+_KEYS = {"select", "extend-select", "ignore", "exclude", "extend-exclude", "per-file-ignores",
+         "respect-gitignore"}
+
+
+def _strings(table: dict[str, Any], key: str, where: str) -> tuple[str, ...]:
+    value = table.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ConfigError(f"`{key}` in {where} must be a list of strings")
+    return tuple(value)

@@ -1,0 +1,168 @@
+"""Which files `check` reads: named files always; directories walked for `*.py`, minus excludes.
+
+Exclude globs and .gitignore files are gitignore-style patterns (`pathspec`): exclude globs are
+relative to the project root, the patterns of a .gitignore relative to the folder holding it.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pathspec
+
+# ruff's default exclude list, plus our own cache folder.
+DEFAULT_EXCLUDE = (
+    ".bzr", ".direnv", ".eggs", ".git", ".git-rewrite", ".hg", ".ipynb_checkpoints",
+    ".mypy_cache", ".nox", ".pants.d", ".pyenv", ".pytest_cache", ".pytype", ".ruff_cache",
+    ".svn", ".tox", ".venv", ".vscode", "__pypackages__", "_build", "buck-out", "build", "dist",
+    "node_modules", "site-packages", "venv", ".lint_nograd_cache",
+)
+
+
+@dataclass
+class Discovery:
+    files: list[tuple[Path, str]] = field(default_factory=list)  # (absolute path, path as shown)
+    missing: list[str] = field(default_factory=list)  # named paths that do not exist
+    unreadable: list[str] = field(default_factory=list)  # folders that could not be listed
+
+
+def compile_patterns(patterns: Iterable[str]) -> pathspec.GitIgnoreSpec:
+    return pathspec.GitIgnoreSpec.from_lines(list(patterns))
+
+
+def match_path(path: Path, base: Path, is_dir: bool = False) -> str:
+    """`path` as a pattern sees it: relative to `base`, or just its name when outside `base`."""
+    try:
+        relative = path.relative_to(base).as_posix()
+    except ValueError:
+        relative = path.name
+    return relative + "/" if is_dir else relative
+
+
+def shown_path(path: Path, cwd: Path, given: str | None = None, start: Path | None = None) -> str:
+    """Relative to the current folder when under it, else as the user wrote it."""
+    try:
+        return str(path.relative_to(cwd))
+    except ValueError:
+        if given is None or start is None or path == start:
+            return given or str(path)
+        return os.path.normpath(os.path.join(given, os.path.relpath(path, start)))
+
+
+def discover(
+    paths: Sequence[str],
+    root: Path,
+    exclude: pathspec.GitIgnoreSpec,
+    respect_gitignore: bool = True,
+    cwd: Path | None = None,
+) -> Discovery:
+    """Every file to check, sorted by shown path; a file named twice is checked once."""
+    cwd = cwd or Path.cwd()
+    result = Discovery()
+    found: dict[Path, str] = {}
+    for given in paths:
+        start = Path(os.path.abspath(cwd / given))
+        if not start.exists():  # also a broken symlink
+            result.missing.append(given)
+        elif start.is_dir():
+            walk = _Walk(root, exclude, respect_gitignore, result.unreadable)
+            for path in walk.python_files(start):
+                found.setdefault(path, shown_path(path, cwd, given, start))
+        else:  # a named file is checked whatever its name, like ruff without --force-exclude
+            found.setdefault(start, shown_path(start, cwd, given, start))
+    result.files = sorted(found.items(), key=lambda item: item[1])
+    return result
+
+
+@dataclass(frozen=True)
+class _GitIgnore:
+    folder: Path
+    spec: pathspec.GitIgnoreSpec
+
+    def verdict(self, path: Path, is_dir: bool) -> bool | None:
+        """True if ignored, False if re-included by a `!` pattern, None if no pattern matches."""
+        relative = match_path(path, self.folder, is_dir)
+        for pattern in reversed(self.spec.patterns):  # in a .gitignore the last match wins
+            if pattern.include is not None and pattern.match_file(relative) is not None:
+                return pattern.include
+        return None
+
+
+class _Walk:
+    def __init__(self, root: Path, exclude: pathspec.GitIgnoreSpec, respect_gitignore: bool,
+                 unreadable: list[str]) -> None:
+        self.root = root
+        self.exclude = exclude
+        self.respect_gitignore = respect_gitignore
+        self.unreadable = unreadable
+        self.visited: set[tuple[int, int]] = set()
+
+    def python_files(self, start: Path) -> Iterator[Path]:
+        stack = [(start, self._gitignores_above(start))]
+        while stack:
+            folder, gitignores = stack.pop()
+            entries = self._list(folder)
+            if entries is None:
+                continue
+            if self.respect_gitignore:
+                gitignores = gitignores + self._gitignore_in(folder)
+            for entry in entries:
+                try:
+                    is_dir, is_file = entry.is_dir(), entry.is_file()
+                except OSError:  # vanished, or a symlink loop
+                    continue
+                path = Path(entry.path)
+                if is_dir:
+                    is_venv = (path / "pyvenv.cfg").exists()
+                    if not is_venv and not self._skipped(path, True, gitignores):
+                        stack.append((path, gitignores))
+                elif is_file and entry.name.endswith(".py"):
+                    if not self._skipped(path, False, gitignores):
+                        yield path
+
+    def _list(self, folder: Path) -> list[os.DirEntry] | None:
+        try:
+            status = folder.stat()
+            if (status.st_dev, status.st_ino) in self.visited:  # a symlink loop, or a second link
+                return None
+            self.visited.add((status.st_dev, status.st_ino))
+            with os.scandir(folder) as entries:
+                return sorted(entries, key=lambda entry: entry.name)
+        except FileNotFoundError:  # vanished while we walked
+            return None
+        except OSError as error:
+            self.unreadable.append(f"{folder}: {error.strerror or error}")
+            return None
+
+    def _skipped(self, path: Path, is_dir: bool, gitignores: tuple[_GitIgnore, ...]) -> bool:
+        # A match inherited from the parent means the user named an excluded folder: walk it.
+        return (self._matches(path, is_dir, gitignores)
+                and not self._matches(path.parent, True, gitignores))
+
+    def _matches(self, path: Path, is_dir: bool, gitignores: tuple[_GitIgnore, ...]) -> bool:
+        if path != self.root and self.exclude.match_file(match_path(path, self.root, is_dir)):
+            return True
+        for gitignore in reversed(gitignores):  # the deepest .gitignore decides first
+            if path == gitignore.folder or gitignore.folder not in path.parents:
+                continue
+            verdict = gitignore.verdict(path, is_dir)
+            if verdict is not None:
+                return verdict
+        return False
+
+    def _gitignores_above(self, start: Path) -> tuple[_GitIgnore, ...]:
+        """The .gitignore files from the project root down to just above `start`."""
+        if not self.respect_gitignore or self.root not in start.parents:
+            return ()
+        folders = [folder for folder in reversed(start.parents)
+                   if folder == self.root or self.root in folder.parents]
+        return tuple(gitignore for folder in folders for gitignore in self._gitignore_in(folder))
+
+    def _gitignore_in(self, folder: Path) -> tuple[_GitIgnore, ...]:
+        try:
+            text = (folder / ".gitignore").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ()
+        return (_GitIgnore(folder, compile_patterns(text.splitlines())),)

@@ -1,0 +1,235 @@
+"""Diagnostics as text: `concise`, `full`, `json`, `sarif` or `github`, plus the summary lines."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from lint_nograd import __version__
+from lint_nograd.diagnostics import Diagnostic, Edit
+from lint_nograd.registry import RULES, Rule
+
+FORMATS = ("full", "concise", "json", "sarif", "github")
+TEXT_FORMATS = ("full", "concise")  # the ones followed by a summary and that may use colour
+TOOL = "lint-nograd"
+FIX_COMMAND = "lint-nograd fix"
+
+# Installed wheels ship the pages inside the package; an editable install reads the repository's.
+_PAGE_FOLDERS = (Path(__file__).parent / "rule_pages", Path(__file__).parent.parent / "rules")
+
+
+def rule_page(code: str) -> str | None:
+    """The Markdown page of a rule, or None when no page was found."""
+    for folder in _PAGE_FOLDERS:
+        try:
+            return (folder / f"{code}.md").read_text(encoding="utf-8")
+        except OSError:
+            continue
+    return None
+
+
+def render(diagnostics: Sequence[Diagnostic], output_format: str, color: bool = False) -> str:
+    if output_format == "full":
+        return "".join(_full(diagnostic, _Style(color)) + "\n" for diagnostic in diagnostics)
+    if output_format == "concise":
+        return "".join(_header(diagnostic, _Style(color)) + "\n" for diagnostic in diagnostics)
+    if output_format == "json":
+        return json.dumps([_json(d) for d in diagnostics], indent=2, sort_keys=True) + "\n"
+    if output_format == "sarif":
+        return json.dumps(_sarif(diagnostics), indent=2) + "\n"
+    if output_format == "github":
+        return "".join(_github(diagnostic) + "\n" for diagnostic in diagnostics)
+    raise ValueError(f"unknown output format: {output_format}")
+
+
+def summary(diagnostics: Sequence[Diagnostic]) -> str:
+    if not diagnostics:
+        return "All checks passed!\n"
+    count = len(diagnostics)
+    text = f"Found {count} error{'' if count == 1 else 's'}.\n"
+    fixable = sum(1 for diagnostic in diagnostics if diagnostic.fix is not None)
+    if fixable:
+        text += f"[*] {fixable} fixable with `{FIX_COMMAND}`.\n"
+    return text
+
+
+def statistics(diagnostics: Sequence[Diagnostic], output_format: str) -> str:
+    """How many findings each rule has, most first."""
+    counts = Counter(diagnostic.code for diagnostic in diagnostics)
+    fixable = {diagnostic.code for diagnostic in diagnostics if diagnostic.fix is not None}
+    rows = sorted(counts.items(), key=lambda row: (-row[1], row[0]))
+    if output_format == "json":
+        return json.dumps([
+            {"code": code, "name": _name(code), "count": count, "fixable": code in fixable}
+            for code, count in rows
+        ], indent=2) + "\n"
+    width = max((len(str(count)) for count in counts.values()), default=1)
+    return "".join(
+        f"{count:>{width}}  {code}  {'[*]' if code in fixable else '   '} {_name(code)}\n"
+        for code, count in rows
+    )
+
+
+class _Style:
+    """ANSI colours for the text formats: bold path, red code and carets."""
+
+    def __init__(self, color: bool) -> None:
+        self.color = color
+
+    def _paint(self, text: str, ansi: str) -> str:
+        return f"\x1b[{ansi}m{text}\x1b[0m" if self.color else text
+
+    def path(self, text: str) -> str:
+        return self._paint(text, "1")
+
+    def code(self, text: str) -> str:
+        return self._paint(text, "1;31")
+
+    def fixable(self, text: str) -> str:
+        return self._paint(text, "36")
+
+    def carets(self, text: str) -> str:
+        return self._paint(text, "31")
+
+
+def _header(d: Diagnostic, style: _Style) -> str:
+    marker = style.fixable("[*]") + " " if d.fix is not None else ""
+    return f"{style.path(d.path)}:{d.row}:{d.col}: {style.code(d.code)} {marker}{d.message}"
+
+
+def _full(d: Diagnostic, style: _Style) -> str:
+    """The concise line, then the source line with carets under the reported columns."""
+    lines = [_header(d, style)]
+    gutter = " " * len(str(d.row))
+    source = d.source_line.rstrip("\r\n")
+    if source:
+        start = min(max(d.col, 1), len(source) + 1) - 1
+        end = min(d.end_col - 1, len(source)) if d.end_row == d.row else len(source)
+        # Copy the tabs before the span so the carets line up whatever the tab width.
+        padding = "".join("\t" if char == "\t" else " " for char in source[:start])
+        lines += [
+            f"{gutter} |",
+            f"{d.row} | {source}",
+            f"{gutter} | {padding}{style.carets('^' * max(end - start, 1))}",
+            f"{gutter} |",
+        ]
+    if d.fix is not None:
+        lines.append(f"{gutter} = help: {d.fix.message}")
+    return "\n".join(lines) + "\n"
+
+
+def _name(code: str) -> str:
+    rule = RULES.get(code)
+    return rule.name if rule else code
+
+
+def _location(row: int, column: int) -> dict[str, int]:
+    return {"row": row, "column": column}
+
+
+def _json(d: Diagnostic) -> dict[str, Any]:
+    """One finding with ruff's JSON keys."""
+    return {
+        "code": d.code,
+        "name": _name(d.code),
+        "message": d.message,
+        "severity": d.severity,
+        "filename": d.path,
+        "location": _location(d.row, d.col),
+        "end_location": _location(d.end_row, d.end_col),
+        "noqa_row": d.row,
+        "url": None,  # there is no documentation site; `lint-nograd rule CODE` shows the page
+        "fix": None if d.fix is None else {
+            "applicability": d.fix.applicability,
+            "message": d.fix.message,
+            "edits": [_json_edit(edit) for edit in d.fix.edits],
+        },
+    }
+
+
+def _json_edit(edit: Edit) -> dict[str, Any]:
+    return {
+        "content": edit.content,
+        "location": _location(edit.row, edit.col),
+        "end_location": _location(edit.end_row, edit.end_col),
+    }
+
+
+def _sarif(diagnostics: Sequence[Diagnostic]) -> dict[str, Any]:
+    """A SARIF 2.1.0 log with one run; every rule is listed, found or not."""
+    index = {code: position for position, code in enumerate(RULES)}
+    return {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {
+                "name": TOOL,
+                "version": __version__,
+                "rules": [_sarif_rule(rule) for rule in RULES.values()],
+            }},
+            "columnKind": "unicodeCodePoints",  # our columns count characters
+            "results": [_sarif_result(d, index) for d in diagnostics],
+        }],
+    }
+
+
+def _sarif_rule(rule: Rule) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "id": rule.code,
+        "name": rule.name,
+        "shortDescription": {"text": rule.summary},
+        "fullDescription": {"text": rule.summary},
+        "defaultConfiguration": {"level": _sarif_level(rule.severity)},
+    }
+    page = rule_page(rule.code)
+    if page is not None:
+        entry["help"] = {"text": page, "markdown": page}
+    return entry
+
+
+def _sarif_result(d: Diagnostic, index: dict[str, int]) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "ruleId": d.code,
+        "level": _sarif_level(d.severity),
+        "message": {"text": d.message},
+        "locations": [{"physicalLocation": {
+            "artifactLocation": {"uri": _uri(d.path)},
+            "region": {"startLine": d.row, "startColumn": d.col,
+                       "endLine": d.end_row, "endColumn": d.end_col},
+        }}],
+    }
+    if d.code in index:
+        result["ruleIndex"] = index[d.code]
+    return result
+
+
+def _sarif_level(severity: str) -> str:
+    return "warning" if severity == "warning" else "error"
+
+
+def _uri(path: str) -> str:
+    if Path(path).is_absolute():
+        return Path(path).as_uri()
+    return quote(Path(path).as_posix(), safe="/", errors="surrogateescape")
+
+
+def _github(d: Diagnostic) -> str:
+    """A GitHub Actions workflow command, which the runner shows as an annotation."""
+    kind = "warning" if d.severity == "warning" else "error"
+    properties = ",".join(f"{key}={_escape_property(str(value))}" for key, value in (
+        ("title", f"{TOOL} ({d.code})"), ("file", d.path), ("line", d.row), ("col", d.col),
+        ("endLine", d.end_row), ("endColumn", d.end_col),
+    ))
+    message = f"{d.path}:{d.row}:{d.col}: {d.code} {d.message}"
+    return f"::{kind} {properties}::{_escape_data(message)}"
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")

@@ -1,0 +1,163 @@
+"""Which files `check` finds: excludes, .gitignore, virtual environments, symlinks."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from lint_nograd.files import DEFAULT_EXCLUDE, compile_patterns, discover
+
+
+def make(root: Path, *files: str) -> None:
+    for name in files:
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x = 1\n")
+
+
+def found(tmp_path, paths=(".",), exclude=DEFAULT_EXCLUDE, respect_gitignore=True, root=None,
+          cwd=None):
+    result = discover(list(paths), root=root or tmp_path, exclude=compile_patterns(exclude),
+                      respect_gitignore=respect_gitignore, cwd=cwd or tmp_path)
+    return [shown for _, shown in result.files]
+
+
+def test_walks_python_files_in_sorted_order(tmp_path):
+    make(tmp_path, "b.py", "a/z.py", "a/b/c.py", "notes.txt", "stub.pyi", "a/data.json")
+    assert found(tmp_path) == ["a/b/c.py", "a/z.py", "b.py"]
+
+
+@pytest.mark.parametrize("folder", [".git", ".venv", "venv", "build", "dist", "node_modules",
+                                    "__pypackages__", ".lint_nograd_cache", "pkg/.tox"])
+def test_default_excludes(tmp_path, folder):
+    make(tmp_path, "keep.py", f"{folder}/skip.py")
+    assert found(tmp_path) == ["keep.py"]
+
+
+def test_any_virtual_environment_is_skipped(tmp_path):
+    make(tmp_path, "keep.py", "my-env/lib/site.py", "my-env/pyvenv.cfg")
+    assert found(tmp_path) == ["keep.py"]
+
+
+@pytest.mark.parametrize("gitignore, expected", [
+    ("generated/\n", ["keep.py", "sub/deep.py", "sub/gen.py"]),
+    ("gen.py\n", ["generated/out.py", "keep.py", "sub/deep.py"]),
+    ("/gen.py\n", ["generated/out.py", "keep.py", "sub/deep.py", "sub/gen.py"]),
+    ("*.py\n!keep.py\n", ["keep.py"]),
+    ("# nothing\n", ["generated/out.py", "keep.py", "sub/deep.py", "sub/gen.py"]),
+])
+def test_root_gitignore(tmp_path, gitignore, expected):
+    make(tmp_path, "keep.py", "generated/out.py", "sub/gen.py", "sub/deep.py")
+    (tmp_path / ".gitignore").write_text(gitignore)
+    assert found(tmp_path) == expected
+
+
+def test_nested_gitignore_is_relative_to_its_folder_and_can_reinclude(tmp_path):
+    make(tmp_path, "a.py", "pkg/a.py", "pkg/b.py", "pkg/inner/c.py", "other/inner/d.py")
+    (tmp_path / ".gitignore").write_text("b.py\n")
+    (tmp_path / "pkg" / ".gitignore").write_text("/inner/\n!b.py\na.py\n")
+    assert found(tmp_path) == ["a.py", "other/inner/d.py", "pkg/b.py"]
+
+
+def test_gitignore_above_the_named_folder_applies(tmp_path):
+    make(tmp_path, "src/pkg/keep.py", "src/pkg/gen_x.py")
+    (tmp_path / ".gitignore").write_text("gen_*.py\n")
+    assert found(tmp_path, ["src/pkg"]) == ["src/pkg/keep.py"]
+
+
+def test_no_respect_gitignore(tmp_path):
+    make(tmp_path, "a.py", "b.py")
+    (tmp_path / ".gitignore").write_text("b.py\n")
+    assert found(tmp_path, respect_gitignore=False) == ["a.py", "b.py"]
+
+
+@pytest.mark.parametrize("exclude, expected", [
+    (["legacy"], ["build/b.py", "keep.py", "src/legacy.py/x.py", "src/mod.py"]),  # no defaults
+    ([*DEFAULT_EXCLUDE, "legacy"], ["keep.py", "src/legacy.py/x.py", "src/mod.py"]),
+    ([*DEFAULT_EXCLUDE, "src/*.py"], ["keep.py", "legacy/old.py"]),  # folders match too
+    ([*DEFAULT_EXCLUDE, "*.py", "!src/mod.py"], ["src/mod.py"]),
+])
+def test_exclude_globs(tmp_path, exclude, expected):
+    make(tmp_path, "keep.py", "legacy/old.py", "src/mod.py", "build/b.py", "src/legacy.py/x.py")
+    assert found(tmp_path, exclude=exclude) == expected
+
+
+def test_exclude_globs_are_relative_to_the_project_root(tmp_path):
+    make(tmp_path, "pkg/gen/a.py", "pkg/sub/gen/b.py")
+    pkg = tmp_path / "pkg"
+    assert found(tmp_path, exclude=["pkg/gen"], cwd=pkg) == ["sub/gen/b.py"]
+
+
+def test_named_files_are_checked_whatever_their_name_or_exclusion(tmp_path):
+    make(tmp_path, "build/a.py", "script", "ignored.py")
+    (tmp_path / ".gitignore").write_text("ignored.py\n")
+    assert found(tmp_path, ["build/a.py", "script", "ignored.py"]) == ["build/a.py", "ignored.py",
+                                                                       "script"]
+
+
+def test_a_named_excluded_folder_is_walked(tmp_path):
+    make(tmp_path, "build/a.py", "build/sub/b.py")
+    assert found(tmp_path, ["build"]) == ["build/a.py", "build/sub/b.py"]
+
+
+def test_a_file_named_twice_is_found_once(tmp_path):
+    make(tmp_path, "a.py")
+    assert found(tmp_path, [".", "a.py", "./a.py"]) == ["a.py"]
+
+
+def test_missing_paths_are_reported_and_the_rest_found(tmp_path):
+    make(tmp_path, "a.py")
+    result = discover(["nope", "a.py", "gone/x.py"], root=tmp_path,
+                      exclude=compile_patterns(DEFAULT_EXCLUDE), cwd=tmp_path)
+    assert result.missing == ["nope", "gone/x.py"]
+    assert [shown for _, shown in result.files] == ["a.py"]
+
+
+def test_paths_outside_the_current_folder_are_shown_as_given(tmp_path):
+    make(tmp_path, "project/a.py", "elsewhere/pkg/b.py")
+    project = tmp_path / "project"
+    result = discover([".", "../elsewhere/pkg", str(tmp_path / "project" / "a.py")], root=project,
+                      exclude=compile_patterns(DEFAULT_EXCLUDE), cwd=project)
+    assert [shown for _, shown in result.files] == [
+        os.path.join("..", "elsewhere", "pkg", "b.py"), "a.py"]
+    assert all(path.is_absolute() for path, _ in result.files)
+
+
+symlinks = pytest.mark.skipif(os.name == "nt", reason="POSIX symlinks")
+
+
+@symlinks
+def test_symlink_loop_ends(tmp_path):
+    make(tmp_path, "pkg/a.py")
+    (tmp_path / "pkg" / "loop").symlink_to(tmp_path, target_is_directory=True)
+    (tmp_path / "self").symlink_to(tmp_path / "self")
+    assert found(tmp_path) == ["pkg/a.py"]
+
+
+@symlinks
+def test_broken_symlink_is_skipped_when_walking_and_missing_when_named(tmp_path):
+    make(tmp_path, "a.py")
+    (tmp_path / "dangling.py").symlink_to(tmp_path / "gone.py")
+    assert found(tmp_path) == ["a.py"]
+    result = discover(["dangling.py"], root=tmp_path, exclude=compile_patterns([]), cwd=tmp_path)
+    assert result.missing == ["dangling.py"] and result.files == []
+
+
+@symlinks
+def test_symlinked_file_is_found_under_its_link_name(tmp_path):
+    make(tmp_path, "real/a.py")
+    (tmp_path / "link.py").symlink_to(tmp_path / "real" / "a.py")
+    assert found(tmp_path) == ["link.py", "real/a.py"]
+
+
+@pytest.mark.skipif(os.name == "nt" or os.geteuid() == 0, reason="root reads everything")
+def test_unreadable_folder_is_reported_not_fatal(tmp_path):
+    make(tmp_path, "a.py", "locked/b.py")
+    (tmp_path / "locked").chmod(0)
+    try:
+        result = discover(["."], root=tmp_path, exclude=compile_patterns([]), cwd=tmp_path)
+    finally:
+        (tmp_path / "locked").chmod(0o755)
+    assert [shown for _, shown in result.files] == ["a.py"]
+    assert len(result.unreadable) == 1 and "locked" in result.unreadable[0]

@@ -1,0 +1,173 @@
+"""Each output format's layout, from hand-made diagnostics."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lint_nograd import output
+from lint_nograd.diagnostics import Diagnostic, Edit, Fix
+from lint_nograd.registry import RULES
+
+FIX = Fix("Use stop_gradient", (Edit("stop_gradient(x)", 3, 5, 3, 13),))
+FIXABLE = Diagnostic("NG004", "no_grad under jvp", "pkg/model.py", 3, 5, 3, 13, "error",
+                     "    with torch.no_grad():\n", FIX)
+WARNING = Diagnostic("NG001", "vmap under no_grad", "train.py", 12, 1, 12, 5, "warning",
+                     "vmap(f)(x)")
+
+
+@pytest.mark.parametrize("diagnostic, line", [
+    (FIXABLE, "pkg/model.py:3:5: NG004 [*] no_grad under jvp"),
+    (WARNING, "train.py:12:1: NG001 vmap under no_grad"),
+])
+def test_concise_line(diagnostic, line):
+    assert output.render([diagnostic], "concise") == line + "\n"
+
+
+def test_full_shows_source_with_carets_and_help():
+    assert output.render([FIXABLE, WARNING], "full") == (
+        "pkg/model.py:3:5: NG004 [*] no_grad under jvp\n"
+        "  |\n"
+        "3 |     with torch.no_grad():\n"
+        "  |     ^^^^^^^^\n"
+        "  |\n"
+        "  = help: Use stop_gradient\n"
+        "\n"
+        "train.py:12:1: NG001 vmap under no_grad\n"
+        "   |\n"
+        "12 | vmap(f)(x)\n"
+        "   | ^^^^\n"
+        "   |\n"
+        "\n"
+    )
+
+
+@pytest.mark.parametrize("source, col, end_row, end_col, caret_line", [
+    ("abc", 2, 1, 2, " ^"),  # an empty span still gets one caret
+    ("abcdef", 3, 2, 1, "  ^^^^"),  # a span over several lines runs to the end of the first
+    ("\tx = f()", 2, 1, 3, "\t^"),  # tabs are copied so the caret stays under the text
+    ("ab", 9, 1, 12, "  ^"),  # a column past the end stays on the line
+])
+def test_full_caret_line(source, col, end_row, end_col, caret_line):
+    diagnostic = Diagnostic("NG001", "m", "a.py", 1, col, end_row, end_col, source_line=source)
+    assert output.render([diagnostic], "full").splitlines()[3] == "  | " + caret_line
+
+
+def test_full_without_source_line_is_the_header_only():
+    diagnostic = Diagnostic("NG000", "cannot parse", "a.py", 1, 1, 1, 1)
+    assert output.render([diagnostic], "full") == "a.py:1:1: NG000 cannot parse\n\n"
+
+
+def test_color_only_when_asked():
+    assert "\x1b[" not in output.render([FIXABLE], "full")
+    colored = output.render([FIXABLE], "concise", color=True)
+    assert "\x1b[1mpkg/model.py\x1b[0m" in colored and "\x1b[1;31mNG004\x1b[0m" in colored
+
+
+@pytest.mark.parametrize("diagnostics, text", [
+    ([], "All checks passed!\n"),
+    ([WARNING], "Found 1 error.\n"),
+    ([FIXABLE, WARNING], "Found 2 errors.\n[*] 1 fixable with `lint-nograd fix`.\n"),
+])
+def test_summary(diagnostics, text):
+    assert output.summary(diagnostics) == text
+
+
+def test_json_has_ruffs_keys_and_one_based_positions():
+    [fixable, plain] = json.loads(output.render([FIXABLE, WARNING], "json"))
+    assert fixable == {
+        "code": "NG004",
+        "name": "no-grad-under-forward-mode",
+        "message": "no_grad under jvp",
+        "severity": "error",
+        "filename": "pkg/model.py",
+        "location": {"row": 3, "column": 5},
+        "end_location": {"row": 3, "column": 13},
+        "noqa_row": 3,
+        "url": None,
+        "fix": {
+            "applicability": "safe",
+            "message": "Use stop_gradient",
+            "edits": [{"content": "stop_gradient(x)", "location": {"row": 3, "column": 5},
+                       "end_location": {"row": 3, "column": 13}}],
+        },
+    }
+    assert plain["fix"] is None and plain["severity"] == "warning"
+
+
+def test_json_of_nothing_is_an_empty_list():
+    assert json.loads(output.render([], "json")) == []
+
+
+def test_sarif_required_fields():
+    log = json.loads(output.render([FIXABLE, WARNING], "sarif"))
+    assert log["version"] == "2.1.0" and "sarif" in log["$schema"]
+    [run] = log["runs"]
+    driver = run["tool"]["driver"]
+    assert driver["name"] == "lint-nograd" and driver["version"]
+    assert [rule["id"] for rule in driver["rules"]] == list(RULES)
+    for rule in driver["rules"]:
+        assert rule["name"] == RULES[rule["id"]].name
+        assert rule["shortDescription"]["text"]
+        assert rule["defaultConfiguration"]["level"] in ("error", "warning")
+    assert "NG001" in driver["rules"][1]["help"]["markdown"]  # from rules/NG001.md
+
+    first, second = run["results"]
+    assert driver["rules"][first["ruleIndex"]]["id"] == first["ruleId"] == "NG004"
+    assert (first["level"], second["level"]) == ("error", "warning")
+    assert first["message"]["text"] == "no_grad under jvp"
+    location = first["locations"][0]["physicalLocation"]
+    assert location["artifactLocation"]["uri"] == "pkg/model.py"
+    assert location["region"] == {"startLine": 3, "startColumn": 5, "endLine": 3, "endColumn": 13}
+
+
+@pytest.mark.parametrize("path, uri", [
+    ("dir with space/a.py", "dir%20with%20space/a.py"),
+    ("/abs/a.py", "file:///abs/a.py"),
+])
+def test_sarif_uri(path, uri):
+    diagnostic = Diagnostic("NG001", "m", path, 1, 1, 1, 2)
+    result = json.loads(output.render([diagnostic], "sarif"))["runs"][0]["results"][0]
+    assert result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == uri
+
+
+@pytest.mark.parametrize("diagnostic, line", [
+    (FIXABLE, "::error title=lint-nograd (NG004),file=pkg/model.py,line=3,col=5,endLine=3,"
+              "endColumn=13::pkg/model.py:3:5: NG004 no_grad under jvp"),
+    (WARNING, "::warning title=lint-nograd (NG001),file=train.py,line=12,col=1,endLine=12,"
+              "endColumn=5::train.py:12:1: NG001 vmap under no_grad"),
+    (Diagnostic("NG001", "100% wrong\r\nreally", "a,b:c.py", 1, 1, 1, 2),
+     "::error title=lint-nograd (NG001),file=a%2Cb%3Ac.py,line=1,col=1,endLine=1,endColumn=2"
+     "::a,b:c.py:1:1: NG001 100%25 wrong%0D%0Areally"),
+])
+def test_github_workflow_command(diagnostic, line):
+    assert output.render([diagnostic], "github") == line + "\n"
+
+
+@given(st.text())
+def test_github_message_stays_on_one_line_and_round_trips(message):
+    diagnostic = Diagnostic("NG001", message, "a.py", 1, 1, 1, 2)
+    [line] = output.render([diagnostic], "github").split("\n")[:-1]
+    data = line.split("::", 2)[2]
+    unescaped = re.sub("%(25|0D|0A)", lambda code: chr(int(code[1], 16)), data)
+    assert unescaped == f"a.py:1:1: NG001 {message}"
+
+
+def test_statistics_text_and_json():
+    diagnostics = [WARNING, FIXABLE, WARNING]
+    assert output.statistics(diagnostics, "full") == (
+        "2  NG001      transform-under-no-grad\n"
+        "1  NG004  [*] no-grad-under-forward-mode\n"
+    )
+    assert json.loads(output.statistics(diagnostics, "json")) == [
+        {"code": "NG001", "name": "transform-under-no-grad", "count": 2, "fixable": False},
+        {"code": "NG004", "name": "no-grad-under-forward-mode", "count": 1, "fixable": True},
+    ]
+
+
+def test_rule_page_found_for_documented_rule_only():
+    assert "NG001" in output.rule_page("NG001")
+    assert output.rule_page("NG999") is None
