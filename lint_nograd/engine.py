@@ -17,8 +17,6 @@ from lint_nograd.diagnostics import Diagnostic
 from lint_nograd.model import SemanticModel
 from lint_nograd.registry import RULES
 
-# Every finding needs a grad-disabling region, and every region spells one of these names.
-_GATE = re.compile("|".join(api.GRAD_DISABLING_WORDS).encode())
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # what Python's tokenizer counts as a new line
 
 
@@ -36,10 +34,6 @@ class ParseError(Exception):
     def __init__(self, message: str, row: int = 1, col: int = 1):
         super().__init__(message)
         self.message, self.row, self.col = message, row, col
-
-
-def might_have_findings(data: bytes) -> bool:
-    return _GATE.search(data) is not None
 
 
 def decode(data: bytes) -> tuple[str, str]:
@@ -87,7 +81,9 @@ def to_diagnostic(finding: checks.Finding, parsed: ParsedFile, display_path: str
 
 
 def check_source(data: bytes, display_path: str, codes: frozenset[str]) -> list[Diagnostic]:
-    if not might_have_findings(data):
+    # Every finding needs a grad-disabling region, and every rule needs some more words.
+    codes = api.possible_codes(data, codes) if api.names_grad_disabling_api(data) else frozenset()
+    if not codes:
         return []
     try:
         parsed = parse(data)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from lint_nograd import api
-from lint_nograd.scopes import FUNCTION_NODES, Scope, Scopes
+from lint_nograd.scopes import COMPREHENSION_NODES, FUNCTION_NODES, Scope, Scopes
 
 _UNKNOWN = None  # a grad mode we cannot know statically: `set_grad_enabled(flag)`, a function's caller
 
@@ -126,21 +126,28 @@ class Frame:
 
 # Calls whose result is an existing object, not one computed by an operation.
 _NOT_OPERATIONS = frozenset({"getattr", "next", "iter", "get", "pop", "setdefault", "popitem"})
+_SCOPE_NODES = (*FUNCTION_NODES, ast.ClassDef, *COMPREHENSION_NODES)
 
 
-class SemanticModel(ast.NodeVisitor):
+class SemanticModel:
+    """Finds every grad-mode change with one walk over the statements (cheap: no expressions),
+    then walks in full only the bodies that hold a grad-disabling region."""
+
     def __init__(self, module: ast.Module):
         self.module = module
         self.scopes = Scopes(module)
         self.grad_mode_changes: list[GradModeChange] = []
         self.applications: list[TransformApplication] = []
         self.graphless_backwards: list[GraphlessBackward] = []
-        self.calls: list[tuple[ast.Call, Scope]] = []  # every call, with the scope it is made in
-        self._scope: Scope = self.scopes.module
-        self._frame = Frame(None, MODULE_STATE)
-        self._branch_ids = itertools.count()
-        for statement in module.body:
-            self.visit(statement)
+        self._change_of: dict[ast.expr, GradModeChange] = {}
+        self._frames_with_regions: dict[ast.AST, None] = {}  # an ordered set
+        self._candidates: list[tuple[ast.expr, Scope, ast.AST, Optional[ast.AST], ast.AST]] = []
+        self._aliases: list[tuple[str, str]] = []  # (alias, the name it stands for)
+        self._find_candidates(module.body, self.scopes.module, module)
+        self._classify_candidates()
+        for frame_node in self._frames_with_regions:
+            _FrameWalker(self, frame_node).walk()
+        self._all_calls: list[tuple[ast.Call, Scope]] | None = None
 
     @property
     def regions(self) -> list[GradModeChange]:
@@ -149,14 +156,18 @@ class SemanticModel(ast.NodeVisitor):
     # -- what an expression refers to ---------------------------------------------------------
 
     def qualified_names(self, expr: ast.expr, scope: Scope | None = None) -> frozenset[str]:
-        return self.scopes.qualified_names(expr, scope or self._scope)
+        return self.scopes.qualified_names(expr, scope or self.scopes.module)
 
-    def grad_mode_change(self, expr: ast.expr, owner: ast.AST, function) -> GradModeChange | None:
+    def grad_mode_change(self, expr: ast.expr, scope: Scope, owner: ast.AST,
+                         function: ast.AST | None) -> GradModeChange | None:
         """Classify a `with` item or decorator: `torch.no_grad()`, `@torch.inference_mode`, ..."""
         call = expr if isinstance(expr, ast.Call) else None
-        names = self.qualified_names(call.func if call else expr)
-        if not names:
+        if isinstance(owner, (ast.With, ast.AsyncWith)) and call is None:
+            return None  # `with torch.no_grad:` is not a context manager at all
+        target = call.func if call else expr
+        if not isinstance(target, (ast.Name, ast.Attribute)):
             return None
+        names = self.scopes.qualified_names(target, scope)
         for api_name, spellings in (("no_grad", api.NO_GRAD), ("enable_grad", api.ENABLE_GRAD),
                                     ("set_grad_enabled", api.SET_GRAD_ENABLED),
                                     ("inference_mode", api.INFERENCE_MODE)):
@@ -164,27 +175,157 @@ class SemanticModel(ast.NodeVisitor):
                 break
         else:
             return None
-        if isinstance(owner, (ast.With, ast.AsyncWith)) and call is None:
-            return None  # `with torch.no_grad:` is not a context manager at all
         enabled = {"no_grad": False, "enable_grad": True}.get(api_name)
         if api_name in ("set_grad_enabled", "inference_mode"):
             enabled = _literal_mode(call, keyword="mode", default=api_name == "inference_mode")
-        return GradModeChange(api_name, enabled, expr, owner, function)
+        change = GradModeChange(api_name, enabled, expr, owner, function)
+        self.grad_mode_changes.append(change)
+        self._change_of[expr] = change
+        return change
 
-    def transform_of(self, call: ast.Call) -> str | None:
-        return api.transform_name(self.qualified_names(call.func))
+    def change_at(self, expr: ast.expr) -> GradModeChange | None:
+        return self._change_of.get(expr)
 
-    # -- scopes and frames --------------------------------------------------------------------
+    # -- the statement walk -----------------------------------------------------------------------
 
-    def _in_scope(self, node: ast.AST, visit_inside) -> None:
-        outer, self._scope = self._scope, self.scopes.of[node]
-        visit_inside()
-        self._scope = outer
+    def _find_candidates(self, statements: list, scope: Scope, frame_node: ast.AST) -> None:
+        """Collect the `with` items and decorators that may change grad mode, and alias names."""
+        function = frame_node if isinstance(frame_node, FUNCTION_NODES) else None
+        for node in statements:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                inner = self.scopes.enter(node, scope)
+                if not isinstance(node, ast.ClassDef):
+                    self._candidates += [(d, scope, node, node, node) for d in node.decorator_list]
+                self._find_candidates(node.body, inner, node)
+                continue
+            if isinstance(node, (ast.With, ast.AsyncWith)):
+                self._candidates += [(item.context_expr, scope, node, function, frame_node)
+                                     for item in node.items]
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                self._aliases += [(a.asname, a.name.rpartition(".")[2]) for a in node.names if a.asname]
+            elif isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                    and isinstance(node.targets[0], ast.Name):
+                self._aliases.append((node.targets[0].id, _last_name(node.value)))
+            for field_name in ("body", "orelse", "finalbody"):
+                self._find_candidates(getattr(node, field_name, ()), scope, frame_node)
+            for handler in getattr(node, "handlers", ()):
+                self._find_candidates(handler.body, scope, frame_node)
+            for case in getattr(node, "cases", ()):
+                self._find_candidates(case.body, scope, frame_node)
 
-    def _in_frame(self, frame: Frame, visit_inside) -> None:
-        outer, self._frame = self._frame, frame
-        visit_inside()
-        self._frame = outer
+    def _classify_candidates(self) -> None:
+        """Resolve the candidates whose last name may be a grad-mode API: only those cost a lookup."""
+        words = set(api.GRAD_MODE_WORDS)
+        while True:  # `ng = no_grad` after `from torch import no_grad as no_grad_`
+            more = {alias for alias, name in self._aliases if name in words} - words
+            if not more:
+                break
+            words |= more
+        for expr, scope, owner, function, frame_node in self._candidates:
+            if _last_name(expr.func if isinstance(expr, ast.Call) else expr) not in words:
+                continue
+            change = self.grad_mode_change(expr, scope, owner, function)
+            if change and change.disables_grad:
+                self._frames_with_regions[frame_node] = None
+
+    # -- calls, for the reach of transforms and tracers ----------------------------------------
+
+    def calls_in(self, function: ast.AST | None) -> list[tuple[ast.Call, Scope]]:
+        """The calls a function's body makes (the module's top level for None), with their scopes;
+        the bodies of functions defined inside are their own."""
+        node = function if function is not None else self.module
+        scope = self.scopes.of[node] if node in self.scopes.of else self.scopes.module
+        finder = _CallFinder(self.scopes, scope, whole_module=False)
+        if isinstance(node, ast.Lambda):
+            finder.visit(node.body)
+        else:
+            for statement in node.body:
+                finder.visit(statement)
+        return finder.calls
+
+    def all_calls(self) -> list[tuple[ast.Call, Scope]]:
+        if self._all_calls is None:
+            finder = _CallFinder(self.scopes, self.scopes.module, whole_module=True)
+            for statement in self.module.body:
+                finder.visit(statement)
+            self._all_calls = finder.calls
+        return self._all_calls
+
+
+class _CallFinder(ast.NodeVisitor):
+    """Collects calls with the scope each is made in."""
+
+    def __init__(self, scopes: Scopes, scope: Scope, whole_module: bool):
+        self.scopes, self.scope, self.whole_module = scopes, scope, whole_module
+        self.calls: list[tuple[ast.Call, Scope]] = []
+
+    def visit_Call(self, node: ast.Call) -> None:
+        self.calls.append((node, self.scope))
+        self.generic_visit(node)
+
+    def _nested(self, node: ast.AST, parts: list) -> None:
+        outer, self.scope = self.scope, self.scopes.enter(node, self.scope)
+        for part in parts:
+            if part is not None:
+                self.visit(part)
+        self.scope = outer
+
+    def visit_FunctionDef(self, node) -> None:
+        for part in (*node.decorator_list, *node.args.defaults, *node.args.kw_defaults):
+            if part is not None:
+                self.visit(part)
+        if self.whole_module:
+            self._nested(node, node.body)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        for part in (*node.decorator_list, *node.bases, *node.keywords):
+            self.visit(part)
+        self._nested(node, node.body)  # a class body runs where it stands
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        for part in (*node.args.defaults, *node.args.kw_defaults):
+            if part is not None:
+                self.visit(part)
+        if self.whole_module:
+            self._nested(node, [node.body])
+        else:
+            self.scopes.enter(node, self.scope)
+
+    def _comprehension(self, node) -> None:
+        self.visit(node.generators[0].iter)
+        rest = [node.generators[0].target, *node.generators[0].ifs]
+        for generator in node.generators[1:]:
+            rest += [generator.target, generator.iter, *generator.ifs]
+        rest += [getattr(node, name, None) for name in ("elt", "key", "value")]
+        self._nested(node, rest)
+
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comprehension
+
+
+class _FrameWalker(ast.NodeVisitor):
+    """Walks one body that holds a region: grad state, values without a graph, transform calls."""
+
+    def __init__(self, model: SemanticModel, frame_node: ast.AST):
+        self.model = model
+        self.scopes = model.scopes
+        self.frame_node = frame_node
+        self._scope: Scope = model.scopes.of[frame_node]
+        function = frame_node if isinstance(frame_node, FUNCTION_NODES) else None
+        state = MODULE_STATE if isinstance(frame_node, ast.Module) else CALLER_STATE
+        for decorator in reversed(getattr(frame_node, "decorator_list", ())):  # innermost first
+            change = model.change_at(decorator)
+            if change:
+                state = state.after(change)
+        self._frame = Frame(function, state)
+        self._branch_ids = itertools.count()
+
+    def walk(self) -> None:
+        self._visit_all(self.frame_node.body)
+
+    def qualified_names(self, expr: ast.expr) -> frozenset[str]:
+        return self.scopes.qualified_names(expr, self._scope)
 
     def _visit_all(self, nodes) -> None:
         for node in nodes:
@@ -196,28 +337,23 @@ class SemanticModel(ast.NodeVisitor):
         self._visit_all(statements)
         self._frame.blocks.pop()
 
+    # -- nested scopes: their bodies run later, or are walked as frames of their own -----------
+
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        self._visit_all(node.decorator_list)
-        self._visit_all([*node.args.defaults, *node.args.kw_defaults])
-        frame = Frame(node, CALLER_STATE)
-        for decorator in reversed(node.decorator_list):  # the innermost decorator applies first
-            change = self.grad_mode_change(decorator, node, node)
-            if change:
-                self.grad_mode_changes.append(change)
-                frame.state = frame.state.after(change)
-        self._in_scope(node, lambda: self._in_frame(frame, lambda: self._visit_all(node.body)))
+        self._visit_all([*node.decorator_list, *node.args.defaults, *node.args.kw_defaults])
+        self._frame.graphless.pop(node.name, None)
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
-    def visit_Lambda(self, node: ast.Lambda) -> None:
-        self._visit_all([*node.args.defaults, *node.args.kw_defaults])
-        frame = Frame(node, CALLER_STATE)
-        self._in_scope(node, lambda: self._in_frame(frame, lambda: self.visit(node.body)))
-
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         self._visit_all([*node.decorator_list, *node.bases, *node.keywords])
-        frame = Frame(None, self._frame.state)  # a class body runs where it stands
-        self._in_scope(node, lambda: self._in_frame(frame, lambda: self._visit_all(node.body)))
+        self._frame.graphless.pop(node.name, None)
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        self._visit_all([*node.args.defaults, *node.args.kw_defaults])
+
+    def visit_GeneratorExp(self, node: ast.GeneratorExp) -> None:
+        self.visit(node.generators[0].iter)  # the rest runs when consumed, maybe outside the region
 
     def _visit_comprehension(self, node) -> None:
         self.visit(node.generators[0].iter)
@@ -225,13 +361,11 @@ class SemanticModel(ast.NodeVisitor):
         for generator in node.generators[1:]:
             rest += [generator.target, generator.iter, *generator.ifs]
         rest += [getattr(node, name, None) for name in ("elt", "key", "value")]
-        if isinstance(node, ast.GeneratorExp):  # runs when consumed, maybe outside the region
-            frame = Frame(self._frame.function, CALLER_STATE)
-            self._in_scope(node, lambda: self._in_frame(frame, lambda: self._visit_all(rest)))
-        else:
-            self._in_scope(node, lambda: self._visit_all(rest))
+        outer, self._scope = self._scope, self.scopes.enter(node, self._scope)
+        self._visit_all(rest)
+        self._scope = outer
 
-    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _visit_comprehension
+    visit_ListComp = visit_SetComp = visit_DictComp = _visit_comprehension
 
     # -- regions --------------------------------------------------------------------------------
 
@@ -239,9 +373,8 @@ class SemanticModel(ast.NodeVisitor):
         pushed = 0
         for item in node.items:
             self.visit(item.context_expr)
-            change = self.grad_mode_change(item.context_expr, node, self._frame.function)
+            change = self.model.change_at(item.context_expr)
             if change:
-                self.grad_mode_changes.append(change)
                 self._frame.push(change)
                 pushed += 1
             if item.optional_vars is not None:
@@ -349,7 +482,7 @@ class SemanticModel(ast.NodeVisitor):
             name = output is not None and self._graphless_root(output)
             if name:
                 value = self._frame.graphless[name]
-                self.graphless_backwards.append(GraphlessBackward(call, name, value.assigned_at, value.region))
+                self.model.graphless_backwards.append(GraphlessBackward(call, name, value.assigned_at, value.region))
                 return
 
     # -- transforms (NG001, NG002) --------------------------------------------------------------
@@ -366,7 +499,7 @@ class SemanticModel(ast.NodeVisitor):
                 alias = alias or callee.id
                 callee, scope = binding.value, binding.scope
             elif isinstance(callee, ast.Call):
-                names = self.qualified_names(callee.func, scope)
+                names = self.scopes.qualified_names(callee.func, scope)
                 transform = api.transform_name(names)
                 if transform in api.IMMEDIATE_TRANSFORMS:
                     return None
@@ -380,19 +513,23 @@ class SemanticModel(ast.NodeVisitor):
         return None
 
     def visit_Call(self, node: ast.Call) -> None:
-        self.calls.append((node, self._scope))
-        transform = self.transform_of(node)
+        transform = api.transform_name(self.qualified_names(node.func))
         if transform in api.IMMEDIATE_TRANSFORMS:
-            self.applications.append(TransformApplication(transform, node, node, self._frame.state))
+            self.model.applications.append(TransformApplication(transform, node, node, self._frame.state))
         applied = self._applied_transform(node.func, node)
         if applied is not None:
-            self.applications.append(applied)
+            self.model.applications.append(applied)
         self._check_backward(node)
         func = node.func
         if (isinstance(func, ast.Attribute) and func.attr.endswith("_") and not func.attr.startswith("_")
                 and isinstance(func.value, ast.Name) and self._frame.state.graph_recorded is not False):
             self._frame.graphless.pop(func.value.id, None)  # `y.requires_grad_()`, `y.mul_(w)`
         self.generic_visit(node)
+
+
+def _last_name(expr: ast.expr) -> str:
+    """`no_grad` for `torch.no_grad` or `no_grad`; "" for anything else."""
+    return expr.attr if isinstance(expr, ast.Attribute) else expr.id if isinstance(expr, ast.Name) else ""
 
 
 def _literal_mode(call: ast.Call | None, keyword: str, default: bool) -> Optional[bool]:

@@ -55,18 +55,9 @@ class Reach:
         self.model = model
         self.scopes = model.scopes
         self.reachers: dict[FunctionNode, list[Reacher]] = defaultdict(list)
-        self._calls_in: dict[Optional[FunctionNode], list[tuple[ast.Call, Scope]]] = defaultdict(list)
-        for call, scope in model.calls:
-            self._calls_in[self._function_of(scope)].append((call, scope))
         self._propagate(self._sources())
 
     # -- what a call or value runs --------------------------------------------------------------
-
-    @staticmethod
-    def _function_of(scope: Scope | None) -> Optional[FunctionNode]:
-        while scope is not None and not isinstance(scope.node, FUNCTION_NODES):
-            scope = scope.parent
-        return scope.node if scope else None
 
     def _source(self, call: ast.Call, scope: Scope) -> tuple[str, tuple[str, ...], ast.expr] | None:
         """(name, modes, function argument) when `call` is a transform or a tracer."""
@@ -143,7 +134,7 @@ class Reach:
         found = self._methods(cls, expr.attr)  # `self.loss`
         if not found:  # `self.block(x)` with `self.block = Block()` in __init__
             for init in self._methods(cls, "__init__"):
-                init_scope = self.scopes.of[init]
+                init_scope = self.scopes.enter(init, self.scopes.of[cls])
                 for node in ast.walk(init):
                     if isinstance(node, ast.Assign) and any(
                             isinstance(t, ast.Attribute) and t.attr == expr.attr for t in node.targets):
@@ -154,7 +145,7 @@ class Reach:
 
     def _sources(self) -> list[tuple[FunctionNode, Reacher]]:
         seeds = []
-        for call, scope in self.model.calls:
+        for call, scope in self.model.all_calls():
             source = self._source(call, scope)
             if source is None:
                 continue
@@ -174,7 +165,7 @@ class Reach:
             seen.add(key)
             self.reachers[function].append(reacher)
             through = reacher.through or self.name_of(function)
-            for call, scope in self._calls_in[function]:
+            for call, scope in self.model.calls_in(function):
                 callees = self.functions_run_by(call.func, scope)
                 if self._source(call, scope):  # `vjp(g, x)` runs `g` right here
                     callees |= self.functions_run_by(call, scope)

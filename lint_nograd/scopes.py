@@ -1,26 +1,27 @@
 """Name resolution: which imports and definitions a name in a file may refer to.
 
-One pass over the module records every binding per scope; `Scopes.qualified_names` then answers
-"what does this expression refer to?" from any scope, the way Python resolves names: the nearest
-enclosing function scope that binds the name wins, class scopes do not enclose their methods,
-`global` and `nonlocal` redirect. In the scope of the use, the last binding before it counts.
+`Scopes.qualified_names` answers "what does this expression refer to?" from any scope, the way
+Python resolves names: the nearest enclosing function scope that binds the name wins, class scopes
+do not enclose their methods, `global` and `nonlocal` redirect. In the scope of the use, the last
+binding before it counts. A scope's bindings are collected the first time a name is looked up in
+it, from its statements alone, so functions nobody asks about cost nothing.
 """
 from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
-from typing import Optional, Union
+from typing import Optional
 
-ScopeNode = Union[ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef,
-                  ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp]
 FUNCTION_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 COMPREHENSION_NODES = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+# The fields of compound statements that hold more statements.
+_BODIES = ("body", "orelse", "finalbody", "handlers")
 
 
 @dataclass(eq=False)
 class Binding:
     name: str
-    node: ast.AST  # the import, def, class, assignment or parameter that binds the name
+    node: ast.AST  # the import, def, class, assignment, target or parameter that binds the name
     scope: "Scope"
     imported: Optional[str] = None  # the qualified name an import binds: `torch.func.grad`
     value: Optional[ast.expr] = None  # for `name = value`: the value, to follow aliases
@@ -32,9 +33,9 @@ class Binding:
 
 @dataclass(eq=False)
 class Scope:
-    node: ScopeNode
+    node: ast.AST  # Module, FunctionDef, AsyncFunctionDef, Lambda, ClassDef or a comprehension
     parent: Optional["Scope"]
-    bindings: dict[str, list[Binding]] = field(default_factory=dict)
+    _bindings: Optional[dict[str, list[Binding]]] = None
     global_names: set[str] = field(default_factory=set)
     nonlocal_names: set[str] = field(default_factory=set)
     star_imports: list[str] = field(default_factory=list)
@@ -43,154 +44,112 @@ class Scope:
     def is_class(self) -> bool:
         return isinstance(self.node, ast.ClassDef)
 
+    @property
+    def bindings(self) -> dict[str, list[Binding]]:
+        if self._bindings is None:
+            self._bindings = {}
+            _Binder(self).collect()
+        return self._bindings
+
     def bind(self, name: str, node: ast.AST, imported: str | None = None, value: ast.expr | None = None):
-        self.bindings.setdefault(name, []).append(Binding(name, node, self, imported, value))
+        self._bindings.setdefault(name, []).append(Binding(name, node, self, imported, value))
 
 
-class Scopes(ast.NodeVisitor):
-    """Every scope of a module, keyed by the node that opens it."""
+class _Binder:
+    """Collects the bindings of one scope from its own statements (not from nested scopes)."""
+
+    def __init__(self, scope: Scope):
+        self.scope = scope
+
+    def collect(self) -> None:
+        node = self.scope.node
+        if isinstance(node, FUNCTION_NODES):
+            args = node.args
+            for arg in (*args.posonlyargs, *args.args, args.vararg, *args.kwonlyargs, args.kwarg):
+                if arg is not None:
+                    self.scope.bind(arg.arg, arg)
+        if isinstance(node, COMPREHENSION_NODES):
+            for generator in node.generators:
+                self.targets(generator.target)
+        elif isinstance(node, ast.Lambda):
+            pass
+        else:
+            self.statements(node.body)
+
+    def targets(self, target: ast.AST | None, value: ast.expr | None = None) -> None:
+        if isinstance(target, ast.Name):
+            self.scope.bind(target.id, target, value=value)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for element in target.elts:
+                self.targets(element)
+        elif isinstance(target, ast.Starred):
+            self.targets(target.value)
+
+    def statements(self, statements: list) -> None:
+        for statement in statements:
+            self.statement(statement)
+
+    def statement(self, node: ast.AST) -> None:
+        scope = self.scope
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            scope.bind(node.name, node)
+            return
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    scope.bind(alias.asname, node, imported=alias.name)
+                else:  # `import torch.func` binds `torch`
+                    top = alias.name.partition(".")[0]
+                    scope.bind(top, node, imported=top)
+        elif isinstance(node, ast.ImportFrom):
+            module = "." * node.level + (node.module or "")
+            for alias in node.names:
+                if alias.name == "*":
+                    scope.star_imports.append(module)
+                else:
+                    scope.bind(alias.asname or alias.name, node, imported=f"{module}.{alias.name}")
+        elif isinstance(node, ast.Assign):
+            single = len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+            for target in node.targets:
+                self.targets(target, node.value if single else None)
+        elif isinstance(node, ast.AnnAssign):
+            self.targets(node.target, node.value)
+        elif isinstance(node, (ast.AugAssign, ast.For, ast.AsyncFor)):
+            self.targets(node.target)
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                self.targets(item.optional_vars)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            scope.bind(node.name, node)
+        elif isinstance(node, ast.Delete):
+            for target in node.targets:
+                self.targets(target)
+        elif isinstance(node, ast.Global):
+            scope.global_names.update(node.names)
+        elif isinstance(node, ast.Nonlocal):
+            scope.nonlocal_names.update(node.names)
+        elif type(node).__name__ == "match_case":
+            for pattern in ast.walk(node.pattern):
+                name = getattr(pattern, "name", None) or getattr(pattern, "rest", None)
+                if name:
+                    scope.bind(name, pattern)
+        for field_name in _BODIES:
+            self.statements(getattr(node, field_name, ()))
+        self.statements(getattr(node, "cases", ()))
+
+
+class Scopes:
+    """The scopes of a module, keyed by the node that opens them, registered as they are met."""
 
     def __init__(self, module: ast.Module):
         self.module = Scope(module, None)
         self.of: dict[ast.AST, Scope] = {module: self.module}
-        self._current = self.module
-        for statement in module.body:
-            self.visit(statement)
 
-    # -- building -----------------------------------------------------------------------------
-
-    def _enter(self, node: ScopeNode, visit_inside) -> None:
-        scope = Scope(node, self._current)
-        self.of[node] = scope
-        outer, self._current = self._current, scope
-        visit_inside()
-        self._current = outer
-
-    def _visit_all(self, nodes) -> None:
-        for node in nodes:
-            if node is not None:
-                self.visit(node)
-
-    def _bind_arguments(self, args: ast.arguments) -> None:
-        for arg in (*args.posonlyargs, *args.args, args.vararg, *args.kwonlyargs, args.kwarg):
-            if arg is not None:
-                self._current.bind(arg.arg, arg)
-
-    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        self._visit_all(node.decorator_list)
-        self._visit_all(node.args.defaults)
-        self._visit_all(node.args.kw_defaults)
-        self._current.bind(node.name, node)
-
-        def inside():
-            self._bind_arguments(node.args)
-            self._visit_all(node.body)
-
-        self._enter(node, inside)
-
-    visit_AsyncFunctionDef = visit_FunctionDef
-
-    def visit_Lambda(self, node: ast.Lambda) -> None:
-        self._visit_all(node.args.defaults)
-        self._visit_all(node.args.kw_defaults)
-
-        def inside():
-            self._bind_arguments(node.args)
-            self.visit(node.body)
-
-        self._enter(node, inside)
-
-    def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        self._visit_all(node.decorator_list)
-        self._visit_all(node.bases)
-        self._visit_all(node.keywords)
-        self._current.bind(node.name, node)
-        self._enter(node, lambda: self._visit_all(node.body))
-
-    def _visit_comprehension(self, node) -> None:
-        # The first iterable is evaluated in the enclosing scope.
-        self.visit(node.generators[0].iter)
-
-        def inside():
-            for index, generator in enumerate(node.generators):
-                self.visit(generator.target)
-                if index:
-                    self.visit(generator.iter)
-                self._visit_all(generator.ifs)
-            self._visit_all([getattr(node, "elt", None), getattr(node, "key", None),
-                             getattr(node, "value", None)])
-
-        self._enter(node, inside)
-
-    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _visit_comprehension
-
-    def visit_Import(self, node: ast.Import) -> None:
-        for alias in node.names:
-            if alias.asname:
-                self._current.bind(alias.asname, node, imported=alias.name)
-            else:  # `import torch.func` binds `torch`
-                top = alias.name.partition(".")[0]
-                self._current.bind(top, node, imported=top)
-
-    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-        module = "." * node.level + (node.module or "")
-        for alias in node.names:
-            if alias.name == "*":
-                self._current.star_imports.append(module)
-            else:
-                self._current.bind(alias.asname or alias.name, node, imported=f"{module}.{alias.name}")
-
-    def visit_Assign(self, node: ast.Assign) -> None:
-        self.visit(node.value)
-        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            self._current.bind(node.targets[0].id, node, value=node.value)
-        else:
-            self._visit_all(node.targets)
-
-    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
-        self._visit_all([node.annotation, node.value])
-        if isinstance(node.target, ast.Name) and node.value is not None:
-            self._current.bind(node.target.id, node, value=node.value)
-        else:
-            self.visit(node.target)
-
-    def visit_NamedExpr(self, node: ast.NamedExpr) -> None:
-        self.visit(node.value)
-        scope = self._current  # `:=` in a comprehension binds in the enclosing scope
-        while isinstance(scope.node, COMPREHENSION_NODES) and scope.parent:
-            scope = scope.parent
-        scope.bind(node.target.id, node, value=node.value)
-
-    def visit_Name(self, node: ast.Name) -> None:
-        if not isinstance(node.ctx, ast.Load):
-            self._current.bind(node.id, node)
-
-    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
-        if node.name:
-            self._current.bind(node.name, node)
-        self.generic_visit(node)
-
-    def visit_Global(self, node: ast.Global) -> None:
-        self._current.global_names.update(node.names)
-
-    def visit_Nonlocal(self, node: ast.Nonlocal) -> None:
-        self._current.nonlocal_names.update(node.names)
-
-    def visit_MatchAs(self, node) -> None:
-        if node.name:
-            self._current.bind(node.name, node)
-        self.generic_visit(node)
-
-    def visit_MatchStar(self, node) -> None:
-        if node.name:
-            self._current.bind(node.name, node)
-
-    def visit_MatchMapping(self, node) -> None:
-        if node.rest:
-            self._current.bind(node.rest, node)
-        self.generic_visit(node)
-
-    # -- resolving ----------------------------------------------------------------------------
+    def enter(self, node: ast.AST, parent: Scope) -> Scope:
+        scope = self.of.get(node)
+        if scope is None:
+            scope = self.of[node] = Scope(node, parent)
+        return scope
 
     def lookup(self, scope: Scope, name: str, position: tuple[int, int]) -> list[Binding]:
         """The bindings `name` may refer to when used at `position` in `scope`."""

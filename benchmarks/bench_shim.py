@@ -1,0 +1,144 @@
+"""What the runtime shim costs per call, next to what it replaces, measured in one run.
+
+    python benchmarks/bench_shim.py [--rounds 30]
+
+`lint_nograd.func.{grad, jvp, jacrev}` against `torch.func`'s on a 3-layer 256-wide tanh MLP
+(grad: parameters of a batch-64 loss; jvp: the batch-64 outputs along a tangent; jacrev: the
+256x256 Jacobian of one input), and `stop_gradient(x)` against `x.detach()`. The two sides of a
+pair are timed alternately, round after round (the order flips every round), so noise from the
+machine reaches both; each time printed is the median of the rounds, and the ratio is their
+quotient. One intra-op thread keeps the matrix products steady.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import statistics
+import time
+import warnings
+
+import torch
+import torch.func
+
+import lint_nograd.func as shim_func
+from lint_nograd import stop_gradient
+
+WIDTH, DEPTH, BATCH = 256, 3, 64
+
+
+def make_mlp():
+    generator = torch.Generator().manual_seed(0)
+    params = []
+    for _ in range(DEPTH):
+        params.append(torch.randn(WIDTH, WIDTH, generator=generator) / WIDTH**0.5)
+        params.append(torch.zeros(WIDTH))
+    return tuple(params)
+
+
+def mlp(params, x):
+    for weight, bias in zip(params[::2], params[1::2]):
+        x = torch.tanh(torch.nn.functional.linear(x, weight, bias))
+    return x
+
+
+def loss(params, x):
+    return mlp(params, x).sum()
+
+
+def transform_cases():
+    """name -> (call with lint_nograd.func, call with torch.func), each a complete user call."""
+    params = make_mlp()
+    x = torch.randn(BATCH, WIDTH)
+    tangent = torch.randn(BATCH, WIDTH)
+    one_input = torch.randn(WIDTH)
+
+    def calls(func):
+        return {
+            "grad": lambda: func.grad(loss)(params, x),
+            "jvp": lambda: func.jvp(lambda inputs: mlp(params, inputs), (x,), (tangent,)),
+            "jacrev": lambda: func.jacrev(lambda inputs: mlp(params, inputs))(one_input),
+        }
+
+    shim, torch_func = calls(shim_func), calls(torch.func)
+    return {name: (shim[name], torch_func[name]) for name in shim}
+
+
+def seconds_per_call(call, calls: int) -> float:
+    start = time.perf_counter()
+    for _ in range(calls):
+        call()
+    return (time.perf_counter() - start) / calls
+
+
+def seconds_per_cut(cut, tensor, calls: int) -> float:
+    start = time.perf_counter()
+    for _ in range(calls):
+        cut(tensor)
+    return (time.perf_counter() - start) / calls
+
+
+def interleaved_medians(measure_shim, measure_reference, rounds: int) -> tuple[float, float]:
+    shim_times, reference_times = [], []
+    for round_number in range(rounds):
+        pair = [(measure_shim, shim_times), (measure_reference, reference_times)]
+        for measure, times in pair if round_number % 2 == 0 else pair[::-1]:
+            times.append(measure())
+    return statistics.median(shim_times), statistics.median(reference_times)
+
+
+def calls_for(call, budget: float = 0.02) -> int:
+    """How many calls fill about `budget` seconds, so that one sample is not a single timer tick."""
+    call()
+    return max(1, round(budget / seconds_per_call(call, 3)))
+
+
+def report(name: str, shim: float, reference: float, reference_name: str, target: float) -> None:
+    ratio = shim / reference
+    verdict = "ok" if ratio <= target else "OVER TARGET"
+    print(
+        f"{name:<24} {ratio:6.3f}x   shim {shim * 1e6:10.2f} us   "
+        f"{reference_name} {reference * 1e6:10.2f} us"
+        f"   target <= {target:.2f}x  {verdict}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--rounds", type=int, default=30, help="interleaved rounds per pair (default 30)"
+    )
+    rounds = parser.parse_args().rounds
+
+    warnings.filterwarnings("ignore")
+    torch.set_num_threads(1)
+    print(
+        f"torch {torch.__version__}, 1 thread, MLP {DEPTH}x{WIDTH} tanh, batch {BATCH}, "
+        f"{rounds} rounds, medians"
+    )
+    print(f"{'per call':<24} {'ratio':>7}")
+
+    for name, (shim_call, torch_call) in transform_cases().items():
+        calls = calls_for(torch_call)
+        for call in (shim_call, torch_call):  # warm up both sides
+            seconds_per_call(call, calls)
+        shim, reference = interleaved_medians(
+            functools.partial(seconds_per_call, shim_call, calls),
+            functools.partial(seconds_per_call, torch_call, calls),
+            rounds,
+        )
+        report(f"func.{name}", shim, reference, "torch.func", target=1.05)
+
+    tensor = torch.randn(WIDTH, requires_grad=True)
+    detach = torch.Tensor.detach
+    calls = 20_000
+    shim, reference = interleaved_medians(
+        functools.partial(seconds_per_cut, stop_gradient, tensor, calls),
+        functools.partial(seconds_per_cut, detach, tensor, calls),
+        rounds,
+    )
+    report("stop_gradient(tensor)", shim, reference, "detach()", target=2.0)
+
+
+if __name__ == "__main__":
+    main()
