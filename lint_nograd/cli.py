@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TextIO
 
 from lint_nograd import __version__, engine, output
+from lint_nograd.cache import FOLDER_NAME, Cache
 from lint_nograd.config import (
     DEFAULT_SELECT,
     ConfigError,
@@ -42,6 +43,7 @@ class Job:
 
 @dataclass
 class Plan:
+    root: Path = Path(".")  # the project root: where the configuration was found
     jobs: list[Job] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # reported after the run; exit 2
     warnings: list[str] = field(default_factory=list)
@@ -127,8 +129,9 @@ def shared_options() -> argparse.ArgumentParser:
     run = options.add_argument_group("running")
     run.add_argument("--jobs", type=_positive_int, metavar="N",
                      help="worker processes (default: one per CPU)")
-    run.add_argument("--no-cache", action="store_true", help="accepted; there is no cache yet")
-    run.add_argument("--cache-dir", metavar="PATH", help="accepted; there is no cache yet")
+    run.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    run.add_argument("--cache-dir", metavar="PATH",
+                     help=f"where to keep the cache (default: {FOLDER_NAME} in the project root)")
     return options
 
 
@@ -154,6 +157,7 @@ def plan_jobs(options: argparse.Namespace, cwd: Path | None = None) -> Plan:
         cwd=cwd,
     )
     plan = Plan(
+        root=config.root,
         errors=[f"path does not exist: {path}" for path in found.missing],
         warnings=[f"cannot read folder {folder}" for folder in found.unreadable],
     )
@@ -164,28 +168,82 @@ def plan_jobs(options: argparse.Namespace, cwd: Path | None = None) -> Plan:
     return plan
 
 
-def run_jobs(jobs: Sequence[Job], workers: int) -> tuple[list[Diagnostic], list[str]]:
-    """Check every job, in worker processes when there are enough; returns findings and errors."""
-    if workers > 1 and len(jobs) > PARALLEL_MIN_FILES:
-        try:
-            with ProcessPoolExecutor(max_workers=workers) as pool:
-                chunksize = min(64, max(1, len(jobs) // (workers * 4)))  # small: big files cluster
-                results = list(pool.map(check_job, jobs, chunksize=chunksize))
-        except BrokenProcessPool:
-            return [], ["a worker process stopped unexpectedly"]
-        except (OSError, NotImplementedError):  # no worker processes on this system
-            results = [check_job(job) for job in jobs]
-    else:
-        results = [check_job(job) for job in jobs]
-    diagnostics = sorted((d for found, _ in results for d in found), key=lambda d: d.sort_key)
-    return diagnostics, [error for _, error in results if error is not None]
+def run_jobs(jobs: Sequence[Job], workers: int, cache: Cache) -> tuple[list[Diagnostic], list[str]]:
+    """Check every job; returns findings and errors.
+
+    This process reads each file, applies the exact gate and looks up the cache; only the files
+    left are parsed, by worker processes when there are enough files to be worth starting them,
+    while this one goes on reading.
+    """
+    found: list[Diagnostic] = []
+    errors: list[str] = []
+    with _Workers(workers if len(jobs) > PARALLEL_MIN_FILES else 1) as pool:
+        pending = []
+        for job in jobs:
+            try:
+                data = job.path.read_bytes()
+            except OSError as error:  # removed since it was found, a broken link, a folder, ...
+                errors.append(f"cannot read {job.display_path}: {error.strerror or error}")
+                continue
+            codes = engine.codes_to_check(data, job.codes)
+            if not codes:
+                continue
+            key = cache.key(data, codes)
+            cached = cache.get(key, job.display_path)
+            if cached is None:
+                pending.append((key, pool.submit(check_pending, data, job.display_path, codes)))
+            else:
+                found += cached
+        for key, result in pending:
+            diagnostics, error = result()
+            if error is None:
+                cache.put(key, diagnostics)
+                found += diagnostics
+            else:
+                errors.append(error)
+    cache.save()
+    return sorted(found, key=lambda d: d.sort_key), errors
 
 
-def check_job(job: Job) -> tuple[list[Diagnostic], str | None]:
+class _Workers:
+    """Worker processes when asked for more than one, else this process; `submit` returns a
+    function that gives the result."""
+
+    def __init__(self, count: int):
+        self.count = count
+        self._pool: ProcessPoolExecutor | None = None
+
+    def __enter__(self) -> "_Workers":
+        if self.count > 1:
+            try:
+                self._pool = ProcessPoolExecutor(max_workers=self.count)
+            except (OSError, NotImplementedError):  # no worker processes on this system
+                self._pool = None
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+
+    def submit(self, function, *args):
+        if self._pool is None:
+            result = function(*args)
+            return lambda: result
+        future = self._pool.submit(function, *args)
+
+        def result():
+            try:
+                return future.result()
+            except BrokenProcessPool:
+                return [], "a worker process stopped unexpectedly"
+        return result
+
+
+def check_pending(data: bytes, display_path: str, codes: frozenset[str]) -> tuple[list[Diagnostic], str | None]:
     try:
-        return engine.check_file(job.path, job.display_path, job.codes), None
+        return engine.check_source(data, display_path, codes), None
     except Exception as error:  # a bug checking one file must not stop the others
-        return [], f"failed to check {job.display_path}: {type(error).__name__}: {error}"
+        return [], f"failed to check {display_path}: internal error: {type(error).__name__}: {error}"
 
 
 def run_check(options: argparse.Namespace) -> int:
@@ -193,8 +251,8 @@ def run_check(options: argparse.Namespace) -> int:
     for warning in plan.warnings:
         _report("warning", warning)
     cpus = getattr(os, "process_cpu_count", os.cpu_count)() or 1  # the first honours affinity
-    workers = min(options.jobs or cpus, max(len(plan.jobs), 1))
-    diagnostics, failures = run_jobs(plan.jobs, workers)
+    cache = Cache(None if options.no_cache else Path(options.cache_dir or plan.root / FOLDER_NAME))
+    diagnostics, failures = run_jobs(plan.jobs, options.jobs or cpus, cache)
     errors = plan.errors + failures
 
     text_format = options.output_format in output.TEXT_FORMATS

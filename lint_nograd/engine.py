@@ -80,9 +80,14 @@ def to_diagnostic(finding: checks.Finding, parsed: ParsedFile, display_path: str
         severity=finding.severity or RULES[finding.code].severity, source_line=line)
 
 
+def codes_to_check(data: bytes, codes: frozenset[str]) -> frozenset[str]:
+    """The exact gate: the codes that can have a finding in a file with these bytes. Every finding
+    needs a grad-disabling region, and every rule needs some more words."""
+    return api.possible_codes(data, codes) if api.names_grad_disabling_api(data) else frozenset()
+
+
 def check_source(data: bytes, display_path: str, codes: frozenset[str]) -> list[Diagnostic]:
-    # Every finding needs a grad-disabling region, and every rule needs some more words.
-    codes = api.possible_codes(data, codes) if api.names_grad_disabling_api(data) else frozenset()
+    codes = codes_to_check(data, codes)
     if not codes:
         return []
     try:

@@ -12,14 +12,15 @@ from pathlib import Path
 import pytest
 
 from lint_nograd import __version__, cli, engine
+from lint_nograd.cache import Cache
 from lint_nograd.diagnostics import Diagnostic, Edit, Fix
 from lint_nograd.registry import RULES
 
 
-def stand_in_check_file(path: Path, display_path: str, codes: frozenset[str]) -> list[Diagnostic]:
+def stand_in_check_source(data: bytes, display_path: str, codes: frozenset[str]) -> list[Diagnostic]:
     """Reports a selected rule wherever a line spells its code; a line saying `crash` raises."""
     found = []
-    for row, line in enumerate(path.read_text().splitlines(), 1):
+    for row, line in enumerate(data.decode().splitlines(), 1):
         if "crash" in line:
             raise RuntimeError("the stand-in engine crashed")
         for code in sorted(codes):
@@ -37,7 +38,9 @@ def project(tmp_path, monkeypatch):
     """An empty project folder as the current one, checked by the stand-in engine."""
     (tmp_path / "pyproject.toml").write_text("[tool.lint-nograd]\n")  # stops the upward search
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(engine, "check_file", stand_in_check_file)
+    monkeypatch.setattr(engine, "check_source", stand_in_check_source)
+    monkeypatch.setattr(engine, "codes_to_check", lambda data, codes: codes)  # no gate
+    monkeypatch.setattr(cli, "Cache", lambda folder: Cache(None))  # the cache has tests of its own
     return tmp_path
 
 
@@ -128,7 +131,7 @@ def test_json_of_a_clean_run(run, project):
 
 def codes_checked(project, monkeypatch, *args) -> frozenset[str]:
     seen = []
-    monkeypatch.setattr(engine, "check_file", lambda path, shown, codes: seen.append(codes) or [])
+    monkeypatch.setattr(engine, "check_source", lambda data, shown, codes: seen.append(codes) or [])
     assert cli.main(["check", *args]) == 0
     [codes] = seen
     return codes
@@ -218,7 +221,7 @@ def test_a_crash_in_one_file_is_reported_and_the_run_goes_on(run, project):
     write(project, {"a.py": "crash\n", "b.py": "NG001\n"})
     status, out, err = run("check", "--output-format", "concise")
     assert status == 2 and "b.py:1:1: NG001" in out
-    assert err == ("lint-nograd: error: failed to check a.py: RuntimeError: "
+    assert err == ("lint-nograd: error: failed to check a.py: internal error: RuntimeError: "
                    "the stand-in engine crashed\n")
 
 
