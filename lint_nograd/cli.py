@@ -1,10 +1,11 @@
-"""The command line: `lint-nograd check [PATH ...]` and `lint-nograd rule CODE | --all`.
+"""The command line: `lint-nograd check|fix [PATH ...]` and `lint-nograd rule CODE | --all`.
 
 Exit status: 0 nothing found, 1 findings, 2 a usage, configuration or I/O error.
 """
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import sys
 from collections.abc import Sequence
@@ -27,6 +28,7 @@ from lint_nograd.config import (
 from lint_nograd.diagnostics import Diagnostic
 from lint_nograd.files import DEFAULT_EXCLUDE, compile_patterns, discover
 from lint_nograd.registry import RULES
+from lint_nograd.write import WriteError, replace_file
 
 PROG = "lint-nograd"
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -79,6 +81,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = commands.add_parser("check", parents=[shared_options()], help="report findings")
     check.set_defaults(run=run_check)
+
+    fix = commands.add_parser("fix", parents=[shared_options()],
+                              help="rewrite no-grad regions into stop_gradient(...), report the rest")
+    fix.add_argument("--diff", action="store_true", help="print the changes as a unified diff; write nothing")
+    fix.set_defaults(run=run_fix)
 
     rule = commands.add_parser("rule", help="show a rule's page, or list every rule")
     which = rule.add_mutually_exclusive_group(required=True)
@@ -179,15 +186,7 @@ def run_jobs(jobs: Sequence[Job], workers: int, cache: Cache) -> tuple[list[Diag
     errors: list[str] = []
     with _Workers(workers if len(jobs) > PARALLEL_MIN_FILES else 1) as pool:
         pending = []
-        for job in jobs:
-            try:
-                data = job.path.read_bytes()
-            except OSError as error:  # removed since it was found, a broken link, a folder, ...
-                errors.append(f"cannot read {job.display_path}: {error.strerror or error}")
-                continue
-            codes = engine.codes_to_check(data, job.codes)
-            if not codes:
-                continue
+        for job, data, codes in _gated(jobs, errors):
             key = cache.key(data, codes)
             cached = cache.get(key, job.display_path)
             if cached is None:
@@ -203,6 +202,19 @@ def run_jobs(jobs: Sequence[Job], workers: int, cache: Cache) -> tuple[list[Diag
                 errors.append(error)
     cache.save()
     return sorted(found, key=lambda d: d.sort_key), errors
+
+
+def _gated(jobs: Sequence[Job], errors: list[str]):
+    """(job, bytes, codes) for each file some selected rule can have a finding in."""
+    for job in jobs:
+        try:
+            data = job.path.read_bytes()
+        except OSError as error:  # removed since it was found, a broken link, a folder, ...
+            errors.append(f"cannot read {job.display_path}: {error.strerror or error}")
+            continue
+        codes = engine.codes_to_check(data, job.codes)
+        if codes:
+            yield job, data, codes
 
 
 class _Workers:
@@ -246,15 +258,83 @@ def check_pending(data: bytes, display_path: str, codes: frozenset[str]) -> tupl
         return [], f"failed to check {display_path}: internal error: {type(error).__name__}: {error}"
 
 
+def fix_pending(data: bytes, display_path: str, codes: frozenset[str]):
+    """(new bytes, the findings left in them, regions fixed), or the error for this file."""
+    from lint_nograd import fix  # loads libcst, in the process that parses
+
+    try:
+        result = fix.fix_source(data, codes, display_path)
+        new = result.text.encode(result.encoding) if result.changed else data
+        return (new, result.remaining, result.fixed), None
+    except Exception as error:  # a bug fixing one file must not stop the others
+        return None, f"failed to fix {display_path}: internal error: {type(error).__name__}: {error}"
+
+
+def _workers(options: argparse.Namespace) -> int:
+    return options.jobs or getattr(os, "process_cpu_count", os.cpu_count)() or 1  # the first honours affinity
+
+
 def run_check(options: argparse.Namespace) -> int:
     plan = plan_jobs(options)
     for warning in plan.warnings:
         _report("warning", warning)
-    cpus = getattr(os, "process_cpu_count", os.cpu_count)() or 1  # the first honours affinity
     cache = Cache(None if options.no_cache else Path(options.cache_dir or plan.root / FOLDER_NAME))
-    diagnostics, failures = run_jobs(plan.jobs, options.jobs or cpus, cache)
-    errors = plan.errors + failures
+    diagnostics, failures = run_jobs(plan.jobs, _workers(options), cache)
+    return _finish(options, diagnostics, plan.errors + failures)
 
+
+def run_fix(options: argparse.Namespace) -> int:
+    """Rewrite what can be rewritten, then report what remains, as `check` would."""
+    plan = plan_jobs(options)
+    for warning in plan.warnings:
+        _report("warning", warning)
+    errors = list(plan.errors)
+    remaining: list[Diagnostic] = []
+    fixed_regions = fixed_files = 0
+    workers = _workers(options) if len(plan.jobs) > PARALLEL_MIN_FILES else 1
+    with _Workers(workers) as pool:
+        pending = [(job, data, pool.submit(fix_pending, data, job.display_path, codes))
+                   for job, data, codes in _gated(plan.jobs, errors)]
+        for job, data, result in pending:
+            outcome, error = result()
+            if error is not None:
+                errors.append(error)
+                continue
+            new, left, count = outcome
+            remaining += left
+            if new == data:
+                continue
+            if options.diff:
+                _write(sys.stdout, _unified_diff(job.display_path, data, new))
+                fixed_regions, fixed_files = fixed_regions + count, fixed_files + 1
+                continue
+            try:
+                replace_file(job.path, new, data)
+                fixed_regions, fixed_files = fixed_regions + count, fixed_files + 1
+            except WriteError as failure:
+                errors.append(str(failure))
+                remaining += engine.check_source(data, job.display_path, job.codes)
+    remaining.sort(key=lambda d: d.sort_key)
+    if options.diff:
+        for error in errors:
+            _report("error", error)
+        if errors:
+            return EXIT_ERROR
+        return EXIT_FINDINGS if (fixed_files or remaining) and not options.exit_zero else EXIT_CLEAN
+    if fixed_files and options.output_format in output.TEXT_FORMATS:
+        _write(sys.stderr, f"Fixed {fixed_regions} region{'s' * (fixed_regions != 1)} in "
+                           f"{fixed_files} file{'s' * (fixed_files != 1)}.\n")
+    return _finish(options, remaining, errors)
+
+
+def _unified_diff(display_path: str, old: bytes, new: bytes) -> str:
+    old_text, new_text = (data.decode("utf-8", "surrogateescape") for data in (old, new))
+    return "".join(difflib.unified_diff(old_text.splitlines(keepends=True), new_text.splitlines(keepends=True),
+                                        f"a/{display_path}", f"b/{display_path}"))
+
+
+def _finish(options: argparse.Namespace, diagnostics: list[Diagnostic], errors: list[str]) -> int:
+    """Report the findings and errors of a run; the exit status."""
     text_format = options.output_format in output.TEXT_FORMATS
     if options.statistics:
         text = output.statistics(diagnostics, options.output_format)

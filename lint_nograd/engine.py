@@ -9,11 +9,11 @@ import ast
 import io
 import re
 import tokenize
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from lint_nograd import api, checks, suppression
-from lint_nograd.diagnostics import Diagnostic
+from lint_nograd.diagnostics import Diagnostic, Fix
 from lint_nograd.model import SemanticModel
 from lint_nograd.registry import RULES
 
@@ -104,7 +104,31 @@ def check_source(data: bytes, display_path: str, codes: frozenset[str]) -> list[
                            1, 1, 1, 1, RULES["NG000"].severity)] if "NG000" in codes else []
     findings = checks.run(model, codes)
     diagnostics = [to_diagnostic(finding, parsed, display_path) for finding in findings]
+    if any(finding.code in FIXABLE_CODES for finding in findings):
+        diagnostics = _with_fixes(diagnostics, findings, parsed, model)
     return sorted(suppression.unsuppressed(diagnostics, parsed.lines), key=lambda d: d.sort_key)
+
+
+FIXABLE_CODES = frozenset(code for code, rule in RULES.items() if rule.fixable)
+
+
+def _with_fixes(diagnostics: list[Diagnostic], findings: list[checks.Finding], parsed: ParsedFile,
+                model: SemanticModel) -> list[Diagnostic]:
+    """Attach the rewrite `fix` would make to each fixable finding, or say why there is none."""
+    from lint_nograd import fix  # loads libcst: only for files with fixable findings
+
+    regions = {id(finding): fix.region_of(model, finding.node) for finding in findings
+               if finding.code in FIXABLE_CODES}
+    planned = fix.plan_fixes(parsed, model, [region for region in regions.values() if region])
+    result = []
+    for diagnostic, finding in zip(diagnostics, findings):
+        outcome = planned.get(regions.get(id(finding)))
+        if isinstance(outcome, Fix):
+            diagnostic = replace(diagnostic, fix=outcome)
+        elif outcome:
+            diagnostic = replace(diagnostic, message=f"{diagnostic.message} ({outcome})")
+        result.append(diagnostic)
+    return result
 
 
 def check_file(path: Path, display_path: str, codes: frozenset[str]) -> list[Diagnostic]:

@@ -1,6 +1,8 @@
 """Every rule has a page; its examples are checked by the linter (and run by test_rules_against_torch)."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from lint_nograd.engine import check_source
@@ -36,3 +38,15 @@ def test_example_raises_exactly_its_rule(page):
 @pytest.mark.parametrize("page", PAGES, ids=lambda page: page.stem)
 def test_use_instead_is_clean(page):
     assert codes_in(example(page, "Use instead")) == []
+
+
+def _without_comments(source: str) -> list[str]:
+    return [re.sub(r"\s*#.*$", "", line) for line in source.splitlines()]
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if RULES[p.stem].fixable], ids=lambda page: page.stem)
+def test_fix_of_the_example_is_the_use_instead(page):
+    """What `lint-nograd fix` writes for the bad example is the page's good one (comments aside)."""
+    from lint_nograd.fix import fix_text
+
+    assert _without_comments(fix_text(example(page, "Example"))) == _without_comments(example(page, "Use instead"))

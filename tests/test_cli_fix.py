@@ -1,0 +1,143 @@
+"""`lint-nograd fix` end to end: what it writes, what it leaves alone, and its exit status."""
+from __future__ import annotations
+
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lint_nograd import cli
+
+FIXABLE = """\
+import torch
+from torch.func import jacfwd
+
+
+def f(x):
+    with torch.no_grad():
+        s = x.mean()
+    return x - s
+
+
+jacfwd(f)
+"""
+FIXED = """\
+import torch
+from torch.func import jacfwd
+from lint_nograd import stop_gradient
+
+
+def f(x):
+    s = stop_gradient(x.mean())
+    return x - s
+
+
+jacfwd(f)
+"""
+NOT_FIXABLE = """\
+import torch
+from torch.func import grad
+
+with torch.no_grad():
+    d = grad(abs)(1.0)
+"""
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    (tmp_path / "pyproject.toml").write_text("[tool.lint-nograd]\n")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def fix(capsys, *args: str) -> tuple[int, str, str]:
+    status = cli.main(["fix", "--output-format", "concise", *args])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_fix_rewrites_then_has_nothing_left(project, capsys):
+    (project / "m.py").write_text(FIXABLE)
+    status, out, err = fix(capsys)
+    assert (status, out) == (0, "All checks passed!\n") and err == "Fixed 1 region in 1 file.\n"
+    assert (project / "m.py").read_text() == FIXED
+    assert fix(capsys) == (0, "All checks passed!\n", "")  # twice changes nothing
+    assert sorted(p.name for p in project.iterdir()) == ["m.py", "pyproject.toml"]  # nothing left behind
+
+
+def test_fix_reports_what_remains_and_exits_1(project, capsys):
+    (project / "m.py").write_text(FIXABLE)
+    (project / "n.py").write_text(NOT_FIXABLE)
+    status, out, _ = fix(capsys)
+    assert status == 1 and out.startswith("n.py:5:9: NG001 ") and "m.py" not in out
+    assert (project / "n.py").read_text() == NOT_FIXABLE
+
+
+def test_diff_writes_nothing(project, capsys):
+    (project / "m.py").write_text(FIXABLE)
+    status, out, _ = fix(capsys, "--diff")
+    assert status == 1
+    assert "--- a/m.py\n+++ b/m.py\n" in out and "+    s = stop_gradient(x.mean())\n" in out
+    assert (project / "m.py").read_text() == FIXABLE
+
+
+@pytest.mark.parametrize("newline, bom", [("\r\n", b""), ("\n", b"\xef\xbb\xbf")])
+def test_line_endings_bom_and_mode_are_kept(project, capsys, newline, bom):
+    path = project / "m.py"
+    path.write_bytes(bom + FIXABLE.replace("\n", newline).encode())
+    path.chmod(0o751)
+    assert fix(capsys)[0] == 0
+    assert path.read_bytes() == bom + FIXED.replace("\n", newline).encode()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o751
+
+
+def test_a_read_only_file_is_left_alone(project, capsys):
+    path = project / "m.py"
+    path.write_text(FIXABLE)
+    path.chmod(0o444)
+    status, out, err = fix(capsys)
+    assert status == 2 and "m.py is read-only; left as it is" in err
+    assert path.read_text() == FIXABLE and "m.py:6:10: NG004" in out
+
+
+def test_a_file_changed_during_the_fix_is_left_alone(project, capsys, monkeypatch):
+    path = project / "m.py"
+    path.write_text(FIXABLE)
+    real = cli.fix_pending
+
+    def edit_meanwhile(data, display_path, codes):
+        outcome = real(data, display_path, codes)
+        path.write_text(FIXABLE + "# edited meanwhile\n")
+        return outcome
+
+    monkeypatch.setattr(cli, "fix_pending", edit_meanwhile)
+    status, _, err = fix(capsys)
+    assert status == 2 and "changed while it was being fixed" in err
+    assert path.read_text() == FIXABLE + "# edited meanwhile\n"
+    assert [p.name for p in project.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_fix_through_the_console_script(project):
+    (project / "m.py").write_text(FIXABLE)
+    run = subprocess.run([sys.executable, "-m", "lint_nograd", "fix", "--no-cache", "m.py"],
+                         capture_output=True, text=True, cwd=project)
+    assert run.returncode == 0, run.stderr
+    assert (project / "m.py").read_text() == FIXED
+    again = subprocess.run([sys.executable, "-m", "lint_nograd", "check", "--no-cache", "m.py"],
+                           capture_output=True, text=True, cwd=project)
+    assert again.returncode == 0
+
+
+def test_check_shows_the_fix_in_json(project, capsys):
+    import json
+
+    (project / "m.py").write_text(FIXABLE)
+    assert cli.main(["check", "--output-format", "json"]) == 1
+    [finding] = json.loads(capsys.readouterr().out)
+    assert finding["code"] == "NG004" and finding["fix"]["applicability"] == "safe"
+    edits = finding["fix"]["edits"]
+    assert {"content": "from lint_nograd import stop_gradient\n", "location": {"row": 3, "column": 1},
+            "end_location": {"row": 3, "column": 1}} in edits
+    assert (project / "m.py").read_text() == FIXABLE

@@ -1,0 +1,288 @@
+"""`lint-nograd fix`: each `fixtures/fix/<case>.in.py` must become `<case>.out.py`.
+
+A `<case>.reason.txt` lists, as `line: no fix: reason`, the regions the fix leaves as they are in
+the result (a `refuse_*` case changes nothing: its .out.py equals its .in.py). After an intended
+change, regenerate with `LINT_NOGRAD_UPDATE_FIXTURES=1 pytest tests/test_fix.py` and review the diff.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import libcst as cst
+import pytest
+from libcst.codemod import CodemodContext
+
+from lint_nograd import checks
+from lint_nograd.codemod import StopGradientCommand
+from lint_nograd.diagnostics import Edit, Fix
+from lint_nograd.engine import parse
+from lint_nograd.fix import FIXABLE_CODES, apply_edits, fix_source, fix_text, plan_fixes, region_of
+from lint_nograd.model import SemanticModel
+
+FIXTURES = Path(__file__).parent / "fixtures" / "fix"
+CASES = sorted(path.name[: -len(".in.py")] for path in FIXTURES.glob("*.in.py"))
+UPDATE = bool(os.environ.get("LINT_NOGRAD_UPDATE_FIXTURES"))
+
+
+def planned(text: str) -> dict:
+    """The plan for every NG004-NG006 region of `text`, keyed by the region's line."""
+    parsed = parse(text.encode())
+    model = SemanticModel(parsed.tree)
+    regions = [region_of(model, finding.node) for finding in checks.run(model, FIXABLE_CODES)]
+    return {region.expr.lineno: plan for region, plan in plan_fixes(parsed, model, regions).items()}
+
+
+def refusals(text: str) -> str:
+    return "".join(f"{row}: {plan}\n" for row, plan in sorted(planned(text).items()) if isinstance(plan, str))
+
+
+def fix(text: str) -> str:
+    return fix_source(text.encode()).text
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_fixture(case: str):
+    source = (FIXTURES / f"{case}.in.py").read_text()
+    expected_file, reason_file = FIXTURES / f"{case}.out.py", FIXTURES / f"{case}.reason.txt"
+    got = fix(source)
+    reasons = refusals(got)
+    if UPDATE:
+        expected_file.write_text(got)
+        if reasons:
+            reason_file.write_text(reasons)
+    assert got == expected_file.read_text()
+    assert reasons == (reason_file.read_text() if reason_file.exists() else "")
+    assert fix(got) == got, "fixing twice must change nothing the second time"
+    compile(got, case, "exec")
+
+
+@pytest.mark.parametrize("case", [case for case in CASES if case.startswith("refuse_")])
+def test_refusal_leaves_the_file_as_it_is(case: str):
+    source = (FIXTURES / f"{case}.in.py").read_text()
+    assert (FIXTURES / f"{case}.out.py").read_text() == source
+    assert (FIXTURES / f"{case}.reason.txt").read_text().count("no fix: ") >= 1
+
+
+def test_every_refusal_the_issue_names_has_a_fixture():
+    reasons = "".join(path.read_text() for path in FIXTURES.glob("refuse_*.reason.txt"))
+    for expected in ("in-place call buf.add_(...)", "out= argument", "store to attribute", "store to subscript",
+                     "global statement", "nonlocal statement", "call used as a statement", "del statement",
+                     "yield inside", "await inside", "enable_grad nested inside", "control flow (if)",
+                     "control flow (for)", "control flow (while)", "control flow (try)", "control flow (with)",
+                     "control flow (match)", "augmented assignment"):
+        assert expected in reasons, expected
+
+
+# -- the Fix objects the checker attaches --------------------------------------------------------
+
+SOURCE = textwrap.dedent("""\
+    import torch
+    from torch.func import jacfwd
+
+
+    def f(x):
+        with torch.no_grad():
+            s = x.mean()
+        return x - s
+
+
+    def g(x, buf):
+        with torch.no_grad():
+            buf.add_(x)
+        return x
+
+
+    def h(x):
+        with torch.no_grad():
+            t = x.std()
+        return x / t
+
+
+    jacfwd(f)
+    jacfwd(g)
+    jacfwd(h)
+""")
+
+
+def test_plan_fixes_gives_fixes_and_reasons():
+    plans = planned(SOURCE)
+    assert sorted(plans) == [6, 12, 18]
+    assert plans[12] == "no fix: in-place call buf.add_(...)"
+    first, third = plans[6], plans[18]
+    assert isinstance(first, Fix) and isinstance(third, Fix)
+    assert first.applicability == "safe"
+    assert first.message == "Replace the `no_grad` region with `stop_gradient(...)`"
+    assert first.edits[0] == Edit("    s = stop_gradient(x.mean())\n", 6, 1, 8, 1)
+    # every fix of the file carries the same import edit, which applies once
+    assert first.edits[1] == third.edits[1] == Edit("from lint_nograd import stop_gradient\n", 3, 1, 3, 1)
+    both = apply_edits(SOURCE, [*first.edits, *third.edits])
+    assert both.count("from lint_nograd import stop_gradient") == 1
+    assert both == fix(SOURCE)
+
+
+def test_fix_source_reports_what_remains():
+    result = fix_source(SOURCE.encode(), frozenset({"NG004"}), display_path="m.py")
+    assert result.changed and result.fixed == 2 and result.encoding == "utf-8"
+    assert [(d.code, d.row, d.path) for d in result.remaining] == [("NG004", 12, "m.py")]
+
+
+def test_codes_not_selected_are_not_fixed():
+    assert fix_source(SOURCE.encode(), frozenset({"NG005", "NG006"})).text == SOURCE
+    assert fix_source(SOURCE.encode(), frozenset()).text == SOURCE
+
+
+# -- edits ------------------------------------------------------------------------------------------
+
+def test_apply_edits_applies_identical_edits_once_and_skips_overlaps():
+    text = "a\nb\nc\n"
+    insert = Edit("x\n", 2, 1, 2, 1)
+    replace_b = Edit("B\n", 2, 1, 3, 1)
+    overlapping = Edit("Z", 2, 1, 4, 1)
+    assert apply_edits(text, [replace_b, insert, insert]) == "a\nx\nB\nc\n"
+    assert apply_edits(text, [replace_b, overlapping]) == "a\nB\nc\n"
+    assert apply_edits(text, []) == text
+
+
+def test_apply_edits_counts_characters_and_every_line_break():
+    text = "é = 1\r\nb = 2\rc = 3"
+    assert apply_edits(text, [Edit("x", 1, 1, 1, 2), Edit("C", 3, 1, 3, 2), Edit("!", 3, 6, 3, 6)]) \
+        == "x = 1\r\nb = 2\rC = 3!"
+
+
+def test_line_endings_are_kept():
+    crlf = (FIXTURES / "comments_and_format.in.py").read_text().replace("\n", "\r\n")
+    expected = (FIXTURES / "comments_and_format.out.py").read_text().replace("\n", "\r\n")
+    result = fix_source(crlf.encode())
+    assert result.text == expected
+    assert fix(result.text) == result.text
+
+
+def test_last_line_without_a_line_break():
+    source = SOURCE.replace("jacfwd(g)\njacfwd(h)\n", "jacfwd(g)\n") + textwrap.dedent("""\
+
+        def k(x):
+            with torch.no_grad():
+                u = x.max()
+            return x - u
+        jacfwd(k)
+        def last(x):
+            with torch.no_grad():
+                return x.min()""")
+    source += "\njacfwd(last)"
+    got = fix(source)
+    assert got.endswith("jacfwd(last)") and "    return stop_gradient(x.min())\n" in got
+    assert "jacfwd(h)" not in got and fix(got) == got
+
+
+HEADER = ["import torch", "from torch.func import jacfwd"]
+FIXED_HEADER = [*HEADER, "from lint_nograd import stop_gradient"]
+EDGE_CASES = {  # name: (lines, lines once fixed, line break, whether the file ends with one)
+    "region at the end of the file": (
+        [*HEADER, "jacfwd(f)", "def f(x):", "    with torch.no_grad():", "        return x.min()"],
+        [*FIXED_HEADER, "jacfwd(f)", "def f(x):", "    return stop_gradient(x.min())"], "\n", False),
+    "decorated function at the end of the file": (
+        [*HEADER, "jacfwd(f)", "@torch.no_grad()", "def f(x):", "    return x.min()"],
+        [*FIXED_HEADER, "jacfwd(f)", "def f(x):", "    return stop_gradient(x.min())"], "\n", False),
+    "lone carriage returns": (
+        [*HEADER, "def f(x):", "    with torch.no_grad():  # c", "        s = x.min()", "    return x - s", "jacfwd(f)"],
+        [*FIXED_HEADER, "def f(x):", "    # c", "    s = stop_gradient(x.min())", "    return x - s", "jacfwd(f)"],
+        "\r", True),
+    "tabs": (
+        [*HEADER, "def f(x):", "\twith torch.no_grad():", "\t\ts = x.min()", "\treturn x - s", "jacfwd(f)"],
+        [*FIXED_HEADER, "def f(x):", "\ts = stop_gradient(x.min())", "\treturn x - s", "jacfwd(f)"], "\n", True),
+}
+
+
+def _text(lines: list[str], newline: str, ends_with_newline: bool) -> str:
+    return newline.join(lines) + (newline if ends_with_newline else "")
+
+
+@pytest.mark.parametrize("case", EDGE_CASES.values(), ids=EDGE_CASES.keys())
+def test_layouts(case):
+    lines, fixed_lines, newline, ends_with_newline = case
+    source, expected = _text(lines, newline, ends_with_newline), _text(fixed_lines, newline, ends_with_newline)
+    assert fix(source) == expected
+    assert fix(expected) == expected
+
+
+def test_only_imports_at_the_end_of_a_file_without_a_line_break():
+    source = ("import torch\nfrom torch.func import jacfwd\ndef f(x):\n    with torch.no_grad():\n"
+              "        s = x.mean()\n    return x - s\njacfwd(f)")
+    got = fix(source)
+    assert got.startswith("import torch\nfrom torch.func import jacfwd\nfrom lint_nograd import stop_gradient\n")
+    only_imports = "import torch"
+    assert fix(only_imports) == only_imports
+
+
+def test_encodings_round_trip():
+    body = SOURCE.replace("import torch\n", "import torch  # café\n", 1)
+    latin = ("# -*- coding: latin-1 -*-\n" + body).encode("latin-1")
+    result = fix_source(latin)
+    assert result.encoding == "iso-8859-1" and "café" in result.text
+    assert result.text.encode(result.encoding).startswith(b"# -*- coding: latin-1 -*-\nimport torch  # caf\xe9\n")
+    bom = b"\xef\xbb\xbf" + body.encode()
+    result = fix_source(bom)
+    assert result.encoding == "utf-8-sig" and result.text.encode(result.encoding).startswith(bom[:20])
+
+
+def test_unreadable_files_come_back_unchanged():
+    for data in (b"with torch.no_grad(:\n", b"\xff\xfeno_grad", b"x = 1\n"):
+        result = fix_source(data)
+        assert not result.changed and result.text.encode(result.encoding) == data
+
+
+def test_a_noqa_region_is_left_alone():
+    source = (FIXTURES / "noqa.in.py").read_text()
+    assert "with torch.no_grad():  # noqa: NG004\n        s = x.mean()" in fix(source)
+
+
+NOT_FIXABLE = "import torch\nfrom torch.func import grad\nwith torch.no_grad():\n    d = grad(abs)(1.0)\n"
+
+
+def test_the_check_path_imports_libcst_only_for_fixable_findings():
+    code = ("import sys; from lint_nograd.engine import check_source; from lint_nograd.registry import RULES; "
+            f"[d] = check_source({NOT_FIXABLE!r}.encode(), 'm.py', frozenset(RULES)); "
+            "assert d.code == 'NG001' and d.fix is None; "
+            "assert 'libcst' not in sys.modules, 'libcst imported'; "
+            f"found = check_source({SOURCE!r}.encode(), 'm.py', frozenset(RULES)); "
+            "assert sum(d.fix is not None for d in found) == 2 and 'no fix: in-place' in found[1].message")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# -- the libcst codemod ---------------------------------------------------------------------------
+
+def test_codemod_command_in_process():
+    command = StopGradientCommand(CodemodContext())
+    assert command.DESCRIPTION
+    tree = cst.parse_module(SOURCE)
+    assert command.transform_module(tree).code == fix(SOURCE)
+    unchanged = cst.parse_module("import torch\n")
+    assert command.transform_module(unchanged).code == "import torch\n"
+    assert fix_text(SOURCE) == fix(SOURCE)
+
+
+def _libcst_tool(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "libcst.tool", "codemod", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_libcst_tool_runs_the_command(tmp_path: Path):
+    """`-x` imports the command by its module path; `--no-format` skips libcst's formatter (black)."""
+    target = tmp_path / "model.py"
+    target.write_text(SOURCE)
+    run = _libcst_tool("-x", "--no-format", "--hide-progress", "lint_nograd.codemod.StopGradientCommand",
+                       str(target), cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert target.read_text() == fix(SOURCE)
+    # without -x, libcst looks the command up under the modules its .libcst.codemod.yaml lists
+    target.write_text(SOURCE)
+    run = _libcst_tool("--no-format", "lint_nograd.codemod.StopGradientCommand", str(target), cwd=tmp_path)
+    assert run.returncode != 0 and "Could not find" in run.stderr
+    (tmp_path / ".libcst.codemod.yaml").write_text("modules:\n  - lint_nograd\n")
+    run = _libcst_tool("--no-format", "--hide-progress", "codemod.StopGradientCommand", str(target), cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert target.read_text() == fix(SOURCE)
