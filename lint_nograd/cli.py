@@ -26,6 +26,7 @@ from lint_nograd.config import (
     select_rules,
 )
 from lint_nograd.diagnostics import Diagnostic
+from lint_nograd.notebook import NotebookError
 from lint_nograd.files import DEFAULT_EXCLUDE, compile_patterns, discover
 from lint_nograd.registry import RULES
 from lint_nograd.write import WriteError, replace_file
@@ -41,6 +42,7 @@ class Job:
     path: Path
     display_path: str
     codes: frozenset[str]
+    data: bytes | None = None  # the source, when it comes from standard input
 
 
 @dataclass
@@ -113,6 +115,10 @@ def shared_options() -> argparse.ArgumentParser:
                        help="exclude these instead of the default list")
     files.add_argument("--extend-exclude", type=_comma_list, action="extend", default=[],
                        metavar="GLOBS", help="exclude these as well")
+    files.add_argument("--force-exclude", action="store_true",
+                       help="apply the excludes to files named on the command line too (for pre-commit)")
+    files.add_argument("--stdin-filename", metavar="NAME",
+                       help="read the source from standard input; NAME says how to report and treat it")
     gitignore = files.add_mutually_exclusive_group()
     gitignore.add_argument("--respect-gitignore", dest="respect_gitignore", action="store_true",
                            default=None, help="skip what .gitignore files ignore (default)")
@@ -157,21 +163,27 @@ def plan_jobs(options: argparse.Namespace, cwd: Path | None = None) -> Plan:
     respect_gitignore = (config.respect_gitignore if options.respect_gitignore is None
                          else options.respect_gitignore)
     found = discover(
-        options.paths or ["."],
+        [options.stdin_filename] if options.stdin_filename else options.paths or ["."],
         root=config.root,
         exclude=compile_patterns([*exclude, *config.extend_exclude, *options.extend_exclude]),
         respect_gitignore=respect_gitignore,
         cwd=cwd,
+        force_exclude=options.force_exclude,
     )
+    if options.stdin_filename:  # the name need not exist: it says how to treat the source
+        path = Path(os.path.abspath(cwd / options.stdin_filename))
+        named = [(path, options.stdin_filename)] if found.files or found.missing else []
+        found.files, found.missing = named, []
     plan = Plan(
         root=config.root,
         errors=[f"path does not exist: {path}" for path in found.missing],
         warnings=[f"cannot read folder {folder}" for folder in found.unreadable],
     )
+    stdin = sys.stdin.buffer.read() if options.stdin_filename else None
     for path, shown in found.files:
         file_codes = codes - config.ignored_codes(path)
         if file_codes:
-            plan.jobs.append(Job(path, shown, file_codes))
+            plan.jobs.append(Job(path, shown, file_codes, stdin))
     return plan
 
 
@@ -208,7 +220,7 @@ def _gated(jobs: Sequence[Job], errors: list[str]):
     """(job, bytes, codes) for each file some selected rule can have a finding in."""
     for job in jobs:
         try:
-            data = job.path.read_bytes()
+            data = job.data if job.data is not None else job.path.read_bytes()
         except OSError as error:  # removed since it was found, a broken link, a folder, ...
             errors.append(f"cannot read {job.display_path}: {error.strerror or error}")
             continue
@@ -266,6 +278,8 @@ def fix_pending(data: bytes, display_path: str, codes: frozenset[str]):
         result = fix.fix_source(data, codes, display_path)
         new = result.text.encode(result.encoding) if result.changed else data
         return (new, result.remaining, result.fixed), None
+    except NotebookError as error:
+        return None, f"cannot fix {display_path}: {error}"
     except Exception as error:  # a bug fixing one file must not stop the others
         return None, f"failed to fix {display_path}: internal error: {type(error).__name__}: {error}"
 
@@ -302,6 +316,10 @@ def run_fix(options: argparse.Namespace) -> int:
                 continue
             new, left, count = outcome
             remaining += left
+            if options.stdin_filename:  # the fixed source goes to standard output, the rest to stderr
+                sys.stdout.buffer.write(new)
+                sys.stdout.flush()
+                continue
             if new == data:
                 continue
             if options.diff:
@@ -324,7 +342,7 @@ def run_fix(options: argparse.Namespace) -> int:
     if fixed_files and options.output_format in output.TEXT_FORMATS:
         _write(sys.stderr, f"Fixed {fixed_regions} region{'s' * (fixed_regions != 1)} in "
                            f"{fixed_files} file{'s' * (fixed_files != 1)}.\n")
-    return _finish(options, remaining, errors)
+    return _finish(options, remaining, errors, sys.stderr if options.stdin_filename else sys.stdout)
 
 
 def _unified_diff(display_path: str, old: bytes, new: bytes) -> str:
@@ -333,17 +351,19 @@ def _unified_diff(display_path: str, old: bytes, new: bytes) -> str:
                                         f"a/{display_path}", f"b/{display_path}"))
 
 
-def _finish(options: argparse.Namespace, diagnostics: list[Diagnostic], errors: list[str]) -> int:
+def _finish(options: argparse.Namespace, diagnostics: list[Diagnostic], errors: list[str],
+            stream: TextIO | None = None) -> int:
     """Report the findings and errors of a run; the exit status."""
+    stream = stream or sys.stdout
     text_format = options.output_format in output.TEXT_FORMATS
     if options.statistics:
         text = output.statistics(diagnostics, options.output_format)
     else:
-        color = _use_color(options.color, sys.stdout)
+        color = _use_color(options.color, stream)
         text = output.render(diagnostics, options.output_format, color)
     if text_format and (diagnostics or not errors):
         text += output.summary(diagnostics)
-    _write(sys.stdout, text)
+    _write(stream, text)
     for error in errors:
         _report("error", error)
 

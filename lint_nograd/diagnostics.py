@@ -36,7 +36,8 @@ class Diagnostic:
     severity: str = "error"  # "error" or "warning"
     source_line: str = ""  # the text of `row`, for the `full` output format
     fix: Fix | None = field(default=None, compare=False)
+    cell: int | None = None  # in a notebook: the 1-based number of the cell; rows count within it
 
     @property
     def sort_key(self) -> tuple:
-        return (self.path, self.row, self.col, self.code)
+        return (self.path, self.cell or 0, self.row, self.col, self.code)

@@ -15,6 +15,7 @@ from pathlib import Path
 from lint_nograd import api, checks, suppression
 from lint_nograd.diagnostics import Diagnostic, Fix
 from lint_nograd.model import SemanticModel
+from lint_nograd.notebook import Notebook, NotebookError
 from lint_nograd.registry import RULES
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # what Python's tokenizer counts as a new line
@@ -87,26 +88,39 @@ def codes_to_check(data: bytes, codes: frozenset[str]) -> frozenset[str]:
 
 
 def check_source(data: bytes, display_path: str, codes: frozenset[str]) -> list[Diagnostic]:
+    if display_path.endswith(".ipynb"):
+        return _check_notebook(data, display_path, codes)
     codes = codes_to_check(data, codes)
     if not codes:
         return []
     try:
         parsed = parse(data)
     except ParseError as error:
-        if "NG000" not in codes:
-            return []
-        return [Diagnostic("NG000", error.message, display_path, error.row, error.col, error.row,
-                           error.col, RULES["NG000"].severity)]
+        return [_parse_error(error.message, error.row, error.col, display_path)] if "NG000" in codes else []
     try:
         model = SemanticModel(parsed.tree)
     except RecursionError:
-        return [Diagnostic("NG000", "cannot analyse: the code is nested too deeply", display_path,
-                           1, 1, 1, 1, RULES["NG000"].severity)] if "NG000" in codes else []
+        message = "cannot analyse: the code is nested too deeply"
+        return [_parse_error(message, 1, 1, display_path)] if "NG000" in codes else []
     findings = checks.run(model, codes)
     diagnostics = [to_diagnostic(finding, parsed, display_path) for finding in findings]
     if any(finding.code in FIXABLE_CODES for finding in findings):
         diagnostics = _with_fixes(diagnostics, findings, parsed, model)
     return sorted(suppression.unsuppressed(diagnostics, parsed.lines), key=lambda d: d.sort_key)
+
+
+def _check_notebook(data: bytes, display_path: str, codes: frozenset[str]) -> list[Diagnostic]:
+    try:
+        notebook = Notebook.read(data)
+    except NotebookError as error:
+        return [_parse_error(str(error), 1, 1, display_path)] if "NG000" in codes else []
+    # the joined cells are checked as a .py file of the same name, then placed back in their cells
+    joined = check_source(notebook.source.encode(), display_path + ".py", codes)
+    return [replace(notebook.locate(d), path=display_path) for d in joined]
+
+
+def _parse_error(message: str, row: int, col: int, display_path: str) -> Diagnostic:
+    return Diagnostic("NG000", message, display_path, row, col, row, col, RULES["NG000"].severity)
 
 
 FIXABLE_CODES = frozenset(code for code, rule in RULES.items() if rule.fixable)

@@ -28,6 +28,9 @@ class Discovery:
     unreadable: list[str] = field(default_factory=list)  # folders that could not be listed
 
 
+SOURCE_SUFFIXES = (".py", ".ipynb")  # what a folder is searched for
+
+
 def compile_patterns(patterns: Iterable[str]) -> pathspec.GitIgnoreSpec:
     return pathspec.GitIgnoreSpec.from_lines(list(patterns))
 
@@ -57,6 +60,7 @@ def discover(
     exclude: pathspec.GitIgnoreSpec,
     respect_gitignore: bool = True,
     cwd: Path | None = None,
+    force_exclude: bool = False,
 ) -> Discovery:
     """Every file to check, sorted by shown path; a file named twice is checked once."""
     cwd = cwd or Path.cwd()
@@ -70,7 +74,8 @@ def discover(
             walk = _Walk(root, exclude, respect_gitignore, result.unreadable)
             for path in walk.python_files(start):
                 found.setdefault(path, shown_path(path, cwd, given, start))
-        else:  # a named file is checked whatever its name, like ruff without --force-exclude
+        elif not (force_exclude and _Walk(root, exclude, respect_gitignore, []).excluded(start)):
+            # a named file is checked whatever its name, and excludes apply only when forced (ruff)
             found.setdefault(start, shown_path(start, cwd, given, start))
     result.files = sorted(found.items(), key=lambda item: item[1])
     return result
@@ -118,7 +123,7 @@ class _Walk:
                     is_venv = (path / "pyvenv.cfg").exists()
                     if not is_venv and not self._skipped(path, True, gitignores):
                         stack.append((path, gitignores))
-                elif is_file and entry.name.endswith(".py"):
+                elif is_file and entry.name.endswith(SOURCE_SUFFIXES):
                     if not self._skipped(path, False, gitignores):
                         yield path
 
@@ -135,6 +140,13 @@ class _Walk:
         except OSError as error:
             self.unreadable.append(f"{folder}: {error.strerror or error}")
             return None
+
+    def excluded(self, path: Path) -> bool:
+        """Whether a named file, or a folder above it inside the project, is excluded."""
+        gitignores = self._gitignores_above(path)
+        folders = [folder for folder in path.parents if self.root in folder.parents]
+        return self._matches(path, False, gitignores) or any(
+            self._matches(folder, True, gitignores) for folder in folders)
 
     def _skipped(self, path: Path, is_dir: bool, gitignores: tuple[_GitIgnore, ...]) -> bool:
         # A match inherited from the parent means the user named an excluded folder: walk it.

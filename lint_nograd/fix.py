@@ -20,7 +20,7 @@ import ast
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Union
 
 import libcst as cst
@@ -29,6 +29,7 @@ from lint_nograd import api, checks, suppression
 from lint_nograd.diagnostics import Diagnostic, Edit, Fix
 from lint_nograd.engine import ParsedFile, ParseError, check_source, decode, parse, to_diagnostic
 from lint_nograd.model import GradModeChange, SemanticModel
+from lint_nograd.notebook import Notebook, NotebookError
 
 __all__ = ["FIXABLE_CODES", "FixResult", "apply_edits", "fix_source", "fix_text", "plan_fixes", "region_of"]
 
@@ -748,6 +749,8 @@ def fix_source(data: bytes, codes: frozenset[str] = FIXABLE_CODES, display_path:
     result for `codes`, refusals included. A file that does not parse comes back unchanged, with
     its NG000 diagnostic when NG000 is in `codes`.
     """
+    if display_path.endswith(".ipynb"):
+        return _fix_notebook(data, codes, display_path)
     try:
         text, encoding = decode(data)
     except ParseError:  # latin-1 maps bytes to text one to one: the bytes come back unchanged
@@ -760,6 +763,23 @@ def fix_source(data: bytes, codes: frozenset[str] = FIXABLE_CODES, display_path:
         text, fixed = new_text, fixed + count
     remaining = check_source(text.encode(encoding), display_path, codes)
     return FixResult(text, encoding, text != original, fixed, remaining)
+
+
+def _fix_notebook(data: bytes, codes: frozenset[str], display_path: str) -> FixResult:
+    """Fix the code cells of a notebook as one source; only their `source` fields change."""
+    unchanged = FixResult(data.decode("latin-1"), "latin-1", False, 0, [])
+    try:
+        notebook = Notebook.read(data)
+    except NotebookError:
+        return replace(unchanged, remaining=check_source(data, display_path, codes))
+    result = fix_source(notebook.source.encode(), codes, display_path + ".py")
+    remaining = [replace(notebook.locate(d), path=display_path) for d in result.remaining]
+    if not result.changed:
+        return replace(unchanged, remaining=remaining)
+    if not notebook.layout_is_kept():
+        raise NotebookError("cannot write the notebook back in its own JSON layout; left as it is")
+    new = notebook.with_source(result.text)
+    return FixResult(new.decode("latin-1"), "latin-1", True, result.fixed, remaining)
 
 
 def fix_text(text: str, codes: frozenset[str] = FIXABLE_CODES) -> str:

@@ -97,7 +97,8 @@ class _Style:
 
 def _header(d: Diagnostic, style: _Style) -> str:
     marker = style.fixable("[*]") + " " if d.fix is not None else ""
-    return f"{style.path(d.path)}:{d.row}:{d.col}: {style.code(d.code)} {marker}{d.message}"
+    cell = f"cell {d.cell}:" if d.cell is not None else ""
+    return f"{style.path(d.path)}:{cell}{d.row}:{d.col}: {style.code(d.code)} {marker}{d.message}"
 
 
 def _full(d: Diagnostic, style: _Style) -> str:
@@ -138,6 +139,7 @@ def _json(d: Diagnostic) -> dict[str, Any]:
         "message": d.message,
         "severity": d.severity,
         "filename": d.path,
+        "cell": d.cell,  # in a notebook: the cell the rows count in
         "location": _location(d.row, d.col),
         "end_location": _location(d.end_row, d.end_col),
         "noqa_row": d.row,
@@ -194,7 +196,7 @@ def _sarif_result(d: Diagnostic, index: dict[str, int]) -> dict[str, Any]:
     result: dict[str, Any] = {
         "ruleId": d.code,
         "level": _sarif_level(d.severity),
-        "message": {"text": d.message},
+        "message": {"text": f"cell {d.cell}: {d.message}" if d.cell is not None else d.message},
         "locations": [{"physicalLocation": {
             "artifactLocation": {"uri": _uri(d.path)},
             "region": {"startLine": d.row, "startColumn": d.col,
@@ -223,7 +225,8 @@ def _github(d: Diagnostic) -> str:
         ("title", f"{TOOL} ({d.code})"), ("file", d.path), ("line", d.row), ("col", d.col),
         ("endLine", d.end_row), ("endColumn", d.end_col),
     ))
-    message = f"{d.path}:{d.row}:{d.col}: {d.code} {d.message}"
+    cell = f"cell {d.cell}:" if d.cell is not None else ""
+    message = f"{d.path}:{cell}{d.row}:{d.col}: {d.code} {d.message}"
     return f"::{kind} {properties}::{_escape_data(message)}"
 
 

@@ -141,3 +141,28 @@ def test_check_shows_the_fix_in_json(project, capsys):
     assert {"content": "from lint_nograd import stop_gradient\n", "location": {"row": 3, "column": 1},
             "end_location": {"row": 3, "column": 1}} in edits
     assert (project / "m.py").read_text() == FIXABLE
+
+
+def test_stdin_check_and_fix(project):
+    """Editors pipe the buffer in: `--stdin-filename` names it; fix prints the fixed source."""
+    def run(*args: str, source: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "lint_nograd", *args, "--no-cache", "--stdin-filename",
+                               "pkg/m.py", "--output-format", "concise"], input=source, capture_output=True,
+                              text=True, cwd=project)
+
+    checked = run("check", source=FIXABLE)
+    assert checked.returncode == 1 and checked.stdout.startswith("pkg/m.py:6:10: NG004 [*]")
+    fixed = run("fix", source=FIXABLE)
+    assert (fixed.returncode, fixed.stdout) == (0, FIXED) and "All checks passed!" in fixed.stderr
+    left = run("fix", source=NOT_FIXABLE)
+    assert (left.returncode, left.stdout) == (1, NOT_FIXABLE) and "pkg/m.py:5:9: NG001" in left.stderr
+    assert not (project / "pkg").exists()
+
+
+def test_force_exclude_applies_excludes_to_named_files(project, capsys):
+    (project / "pyproject.toml").write_text('[tool.lint-nograd]\nextend-exclude = ["generated"]\n')
+    (project / "generated").mkdir()
+    (project / "generated" / "n.py").write_text(NOT_FIXABLE)
+    assert cli.main(["check", "generated/n.py"]) == 1  # named: checked, as ruff does
+    assert cli.main(["check", "--force-exclude", "generated/n.py"]) == 0
+    capsys.readouterr()

@@ -84,6 +84,7 @@ def test_json_has_ruffs_keys_and_one_based_positions():
         "message": "no_grad under jvp",
         "severity": "error",
         "filename": "pkg/model.py",
+        "cell": None,
         "location": {"row": 3, "column": 5},
         "end_location": {"row": 3, "column": 13},
         "noqa_row": 3,

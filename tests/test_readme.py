@@ -1,0 +1,104 @@
+"""The README's copy-paste snippets, run as a user would paste them."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).parent.parent
+README = (ROOT / "README.md").read_text()
+
+
+def blocks(section: str, language: str) -> list[str]:
+    """The fenced blocks of one `## section` of the README, in one language."""
+    body = re.split(r"^## ", README, flags=re.MULTILINE)
+    [text] = [part for part in body if part.startswith(section + "\n")]
+    return re.findall(rf"^```{language}\n(.*?)^```", text, re.MULTILINE | re.DOTALL)
+
+
+def shell(command: str, cwd: Path) -> subprocess.CompletedProcess:
+    """A README command line, with `lint-nograd` run by this interpreter."""
+    command = command.split("  #")[0].replace("lint-nograd ", f"{sys.executable} -m lint_nograd ", 1)
+    return subprocess.run(command, shell=True, cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture
+def project(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[tool.lint-nograd]\n")
+    (tmp_path / "src").mkdir()
+    shutil.copy(ROOT / "examples" / "meta_learning.py", tmp_path / "src" / "model.py")
+    return tmp_path
+
+
+def test_try_it_checks_the_example_as_the_readme_says():
+    [install_and_check, _] = blocks("Try it", "sh")
+    command = install_and_check.strip().split(" && ")[1]
+    done = shell(command + " --no-cache --output-format concise", ROOT)
+    assert done.returncode == 1
+    assert "Found 4 errors.\n[*] 2 fixable with `lint-nograd fix`." in done.stdout  # what the README says
+
+
+def test_the_test_command_is_what_ci_runs():
+    [_, test_command] = blocks("Try it", "sh")
+    assert test_command.strip().split(" && ")[-1] in (ROOT / ".ci" / "run").read_text()
+
+
+def test_the_pre_commit_local_hook_is_the_one_the_tests_run():
+    from test_precommit import LOCAL_CONFIG
+
+    assert blocks("pre-commit", "yaml")[0] == LOCAL_CONFIG
+
+
+def test_the_editor_commands(project):
+    check, fix = blocks("Editors", "sh")[0].strip().splitlines()
+    checked = shell(check + " --no-cache", project)
+    assert checked.returncode == 1 and {d["code"] for d in json.loads(checked.stdout)} == {
+        "NG001", "NG003", "NG004", "NG006"}
+    fixed = shell(fix, project)
+    assert fixed.returncode == 1 and "stop_gradient(" in (project / "fixed.py").read_text()
+    assert "NG001" in fixed.stderr and (project / "src" / "model.py").read_text() == (
+        ROOT / "examples" / "meta_learning.py").read_text()
+
+
+def test_the_github_workflow_runs_and_writes_sarif(project):
+    workflow = yaml.safe_load(blocks("CI", "yaml")[0])
+    runs = [step["run"] for step in workflow["jobs"]["lint-nograd"]["steps"] if "run" in step]
+    assert runs[0].startswith("pip install")
+    annotations = shell(runs[1], project)
+    assert annotations.returncode == 1
+    assert all(line.startswith(("::error ", "::warning ")) for line in annotations.stdout.splitlines())
+    sarif = shell(runs[2] + " --no-cache", project)
+    assert sarif.returncode == 0
+    log = json.loads((project / "lint-nograd.sarif").read_text())
+    assert log["version"] == "2.1.0" and len(log["runs"][0]["results"]) == 4
+    uploads = [step for step in workflow["jobs"]["lint-nograd"]["steps"] if "upload-sarif" in step.get("uses", "")]
+    assert uploads[0]["with"]["sarif_file"] == "lint-nograd.sarif"
+
+
+def test_the_notebook_example(tmp_path):
+    shutil.copy(ROOT / "tests" / "fixtures" / "notebooks" / "meta_learning.ipynb", tmp_path / "analysis.ipynb")
+    [command] = blocks("Notebooks", "sh")
+    [shown] = blocks("Notebooks", "text")
+    done = shell(command.strip() + " --no-cache --output-format concise", tmp_path)
+    assert done.returncode == 1
+    assert done.stdout.startswith(shown.strip().removesuffix("..."))
+
+
+def test_the_runtime_shim_imports():
+    namespace: dict = {}
+    exec(blocks("Runtime shim", "python")[0], namespace)
+    assert namespace["func"].grad is not None and callable(namespace["stop_gradient"])
+
+
+def test_the_libcst_command_rewrites_a_file(project):
+    [command] = blocks("Codemod: lint-nograd fix", "sh")[1:]
+    command = command.strip().replace("python ", f"{sys.executable} ", 1).replace("PATH", "src")
+    done = subprocess.run(command, shell=True, cwd=project, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "stop_gradient(model(inputs).mean())" in (project / "src" / "model.py").read_text()
