@@ -45,6 +45,8 @@ class Cache:
                 self._entries = {}  # no cache yet, or a damaged one: start afresh
 
     def key(self, data: bytes, codes: frozenset[str]) -> str:
+        if self.folder is None:
+            return ""  # no cache: nothing to look up
         digest = hashlib.blake2b(self._fingerprint, digest_size=20)
         digest.update(",".join(sorted(codes)).encode() + b"\0")
         digest.update(data)
@@ -58,7 +60,8 @@ class Cache:
         return [_diagnostic(found, display_path) for found in entry]
 
     def put(self, key: str, diagnostics: list[Diagnostic]) -> None:
-        self._used[key] = [asdict(d) for d in diagnostics]
+        if self.folder is not None:
+            self._used[key] = [asdict(d) for d in diagnostics]
 
     def save(self) -> None:
         """Write the cache; a folder that cannot be written just means no cache next time."""

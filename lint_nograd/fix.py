@@ -17,7 +17,9 @@ arguments, without reading or changing grad mode and without changing tensors in
 from __future__ import annotations
 
 import ast
+import io
 import re
+import tokenize
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -575,18 +577,21 @@ def _is_region_item(item: cst.WithItem, region: GradModeChange) -> bool:
 
 
 def _has_comment(node: cst.CSTNode) -> bool:
-    return bool(_comments(node))
+    return bool(_comments_in(_EMPTY.code_for_node(node)))
 
 
-def _comments(node: cst.CSTNode) -> list[str]:
-    found: list[str] = []
+_EMPTY = cst.Module(body=[])
 
-    class Collect(cst.CSTVisitor):
-        def visit_Comment(self, comment: cst.Comment) -> None:
-            found.append(comment.value)
 
-    node.visit(Collect())
-    return found
+def _comments_in(code: str) -> list[str]:
+    """The comments of some code, in order (tokens: far cheaper than visiting libcst nodes)."""
+    if "#" not in code:
+        return []
+    try:
+        tokens = tokenize.generate_tokens(io.StringIO(code).readline)
+        return [token.string for token in tokens if token.type == tokenize.COMMENT]
+    except (tokenize.TokenError, SyntaxError):  # a fragment that tokenize cannot finish
+        return re.findall(r"#[^\r\n]*", code)
 
 
 def _rewrite(fragment: str, indent: str, newline: str, rewriter: _Rewriter, keep_valid: bool) -> str:
@@ -598,18 +603,24 @@ def _rewrite(fragment: str, indent: str, newline: str, rewriter: _Rewriter, keep
     outer = module.body[0]
     node = outer.body.body[0] if indent else outer
     statements = rewriter.statement(node)
-    lost = Counter(_comments(node))
-    for statement in statements:
-        lost.subtract(_comments(statement))
-    lost_comments = [comment for comment in dict.fromkeys(_comments(node)) for _ in range(lost[comment])]
-    if not statements and (keep_valid or lost_comments):
+    if not statements and keep_valid:
         statements = [cst.SimpleStatementLine(body=[cst.Pass()])]
+    code = _code(module, outer, statements, indent, newline)
+    lost = Counter(_comments_in(fragment))
+    lost.subtract(_comments_in(code))
+    lost_comments = [comment for comment in dict.fromkeys(_comments_in(fragment)) for _ in range(lost[comment])]
+    if not lost_comments:
+        return code
+    # e.g. the comment after `with torch.no_grad():`: keep it above the first statement
+    extra = [cst.EmptyLine(comment=cst.Comment(comment)) for comment in lost_comments]
+    statements = statements or [cst.SimpleStatementLine(body=[cst.Pass()])]
+    statements[0] = statements[0].with_changes(leading_lines=[*extra, *statements[0].leading_lines])
+    return _code(module, outer, statements, indent, newline)
+
+
+def _code(module: cst.Module, outer: cst.CSTNode, statements: list, indent: str, newline: str) -> str:
     if not statements:
         return ""
-    if lost_comments:  # e.g. the comment after `with torch.no_grad():`: keep it above the first statement
-        first = statements[0]
-        extra = [cst.EmptyLine(comment=cst.Comment(comment)) for comment in lost_comments]
-        statements[0] = first.with_changes(leading_lines=[*extra, *first.leading_lines])
     if indent:
         new_module = module.with_changes(body=[outer.with_changes(body=outer.body.with_changes(body=statements))])
         code = new_module.code

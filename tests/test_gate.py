@@ -1,0 +1,72 @@
+"""The exact gate never drops a file with findings: gated and ungated runs agree.
+
+The gate skips a file whose text cannot hold a finding (no grad-disabling API named, or no word a
+selected rule needs). Ungated, every file is parsed and analysed; the findings must be the same,
+except NG000, which is reported only for files some rule could apply to.
+"""
+from __future__ import annotations
+
+import importlib.util
+import random
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from lint_nograd import engine
+from lint_nograd.registry import RULES
+
+ALL = frozenset(RULES)
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def disagreement(path: Path, data: bytes | None = None) -> str | None:
+    data = path.read_bytes() if data is None else data
+    gated = [d for d in engine.check_source(data, path.name, ALL) if d.code != "NG000"]
+    ungated = [d for d in engine.analyse(data, path.name, ALL) if d.code != "NG000"]
+    return None if gated == ungated else f"{path}: gated {gated} != ungated {ungated}"
+
+
+def test_fixtures():
+    cases = sorted(FIXTURES.glob("checker/*.py")) + sorted(FIXTURES.glob("fix/*.py"))
+    assert len(cases) > 50
+    assert [message for case in cases if (message := disagreement(case))] == []
+
+
+# Lines whose insertion makes findings or breaks them; mutations of the fixtures, like a fuzzer's.
+SNIPPETS = [
+    "with torch.no_grad():\n    y = grad(f)(x)\n", "with torch.no_grad():\n    loss = model(x)\nloss.backward()\n",
+    "jacfwd(f)(x)\n", "torch.fx.symbolic_trace(f)\n", "from torch.func import grad as g\n",
+    "import functorch as ft\n", "@torch.inference_mode()\ndef h(x):\n    return ft.jacrev(f)(x)\n",
+    "ng = torch.no_grad\n", "from torch import *\n", "def f(x):\n    return x\n",
+]
+
+
+def mutations(count: int, seed: int = 0):
+    rng = random.Random(seed)
+    sources = [path.read_text() for path in sorted(FIXTURES.glob("checker/ng00[1-6]*.py"))]
+    for number in range(count):
+        lines = rng.choice(sources).splitlines(keepends=True)
+        for _ in range(rng.randint(1, 3)):
+            position = rng.randint(0, len(lines))
+            lines[position:position] = [rng.choice(SNIPPETS)]
+        yield Path(f"mutation{number}.py"), "".join(lines).encode()
+
+
+def test_mutated_fixtures():
+    assert [message for path, data in mutations(300) if (message := disagreement(path, data))] == []
+
+
+def _torch_disagreements(paths: list[Path]) -> list[str]:
+    return [message for path in paths if (message := disagreement(path))]
+
+
+def test_the_installed_torch_sources():
+    spec = importlib.util.find_spec("torch")
+    if spec is None or spec.origin is None:
+        pytest.skip("torch is not installed")
+    paths = sorted(Path(spec.origin).parent.rglob("*.py"))
+    chunks = [paths[start::8] for start in range(8)]
+    with ProcessPoolExecutor(max_workers=2) as pool:
+        found = [message for messages in pool.map(_torch_disagreements, chunks) for message in messages]
+    assert found == []
