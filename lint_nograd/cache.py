@@ -32,6 +32,15 @@ def _tool_fingerprint() -> bytes:
     return "\n".join(parts).encode()
 
 
+def cache_version(folder: Path) -> tuple[int, int] | None:
+    """Changes whenever the cache file of `folder` is written."""
+    try:
+        status = (folder / _FILE_NAME).stat()
+    except OSError:
+        return None
+    return status.st_mtime_ns, status.st_size
+
+
 class Cache:
     def __init__(self, folder: Path | None):
         self.folder = folder

@@ -101,7 +101,7 @@ def analyse(data: bytes, display_path: str, codes: frozenset[str]) -> list[Diagn
     except ParseError as error:
         return [_parse_error(error.message, error.row, error.col, display_path)] if "NG000" in codes else []
     try:
-        model = SemanticModel(parsed.tree)
+        model = SemanticModel(parsed.tree, parsed.text)
     except RecursionError:
         message = "cannot analyse: the code is nested too deeply"
         return [_parse_error(message, 1, 1, display_path)] if "NG000" in codes else []

@@ -1,13 +1,18 @@
 """The semantic model of one file: grad-disabled regions, transform applications, backward calls.
 
-Built once per file in one walk over the `ast`, after `Scopes` has resolved names; every rule
-queries it. Lexical context is kept on stacks: each function body is a `Frame` of its own (a
-function defined inside a region runs later, outside it), and grad-mode changes nest inside it.
+Built once per file and queried by every rule. Work is spent only where a finding can be: one
+walk over the statements (not their expressions) finds the grad-mode changes; only the bodies
+holding a region are then walked in full; transform and tracer calls are looked for only on the
+lines that spell their names. Lexical context is kept on stacks: each function body is a `Frame`
+of its own (a function defined inside a region runs later, outside it), and grad-mode changes
+nest inside it.
 """
 from __future__ import annotations
 
 import ast
+import bisect
 import itertools
+import re
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -133,9 +138,11 @@ class SemanticModel:
     """Finds every grad-mode change with one walk over the statements (cheap: no expressions),
     then walks in full only the bodies that hold a grad-disabling region."""
 
-    def __init__(self, module: ast.Module):
+    def __init__(self, module: ast.Module, text: str | None = None):
         self.module = module
+        self.text = text  # the source, when known: it lets `calls_naming` skip most statements
         self.scopes = Scopes(module)
+        self._statements: list[tuple[ast.stmt, Scope]] = []  # every statement, with its scope
         self.grad_mode_changes: list[GradModeChange] = []
         self.applications: list[TransformApplication] = []
         self.graphless_backwards: list[GraphlessBackward] = []
@@ -192,6 +199,7 @@ class SemanticModel:
         """Collect the `with` items and decorators that may change grad mode, and alias names."""
         function = frame_node if isinstance(frame_node, FUNCTION_NODES) else None
         for node in statements:
+            self._statements.append((node, scope))
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 inner = self.scopes.enter(node, scope)
                 if not isinstance(node, ast.ClassDef):
@@ -213,14 +221,18 @@ class SemanticModel:
             for case in getattr(node, "cases", ()):
                 self._find_candidates(case.body, scope, frame_node)
 
-    def _classify_candidates(self) -> None:
-        """Resolve the candidates whose last name may be a grad-mode API: only those cost a lookup."""
-        words = set(api.GRAD_MODE_WORDS)
-        while True:  # `ng = no_grad` after `from torch import no_grad as no_grad_`
+    def _with_aliases(self, names) -> set[str]:
+        """The names, and every name bound to one of them: `ng` after `ng = torch.no_grad`."""
+        words = set(names)
+        while True:
             more = {alias for alias, name in self._aliases if name in words} - words
             if not more:
-                break
+                return words
             words |= more
+
+    def _classify_candidates(self) -> None:
+        """Resolve the candidates whose last name may be a grad-mode API: only those cost a lookup."""
+        words = self._with_aliases(api.GRAD_MODE_WORDS)
         for expr, scope, owner, function, frame_node in self._candidates:
             if _last_name(expr.func if isinstance(expr, ast.Call) else expr) not in words:
                 continue
@@ -241,6 +253,24 @@ class SemanticModel:
         else:
             for statement in node.body:
                 finder.visit(statement)
+        return finder.calls
+
+    def calls_naming(self, names) -> list[tuple[ast.Call, Scope]]:
+        """Every call whose callee is spelled with one of `names` (or an alias of one), with its
+        scope, among others: only the statements on whose lines such a name is written are walked."""
+        if self.text is None:
+            return self.all_calls()
+        words = self._with_aliases(names)
+        pattern = re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, sorted(words))))
+        line_starts = [0] + [match.end() for match in _LINE_BREAK.finditer(self.text)]
+        lines = {bisect.bisect_right(line_starts, match.start()) for match in pattern.finditer(self.text)}
+        finder = _CallFinder(self.scopes, self.scopes.module, whole_module=True)
+        for statement, scope in self._statements:
+            first, last = _header_lines(statement)
+            if any(line in lines for line in range(first, last + 1)):
+                finder.scope = scope
+                for part in _header(statement):
+                    finder.visit(part)
         return finder.calls
 
     def all_calls(self) -> list[tuple[ast.Call, Scope]]:
@@ -525,6 +555,41 @@ class _FrameWalker(ast.NodeVisitor):
                 and isinstance(func.value, ast.Name) and self._frame.state.graph_recorded is not False):
             self._frame.graphless.pop(func.value.id, None)  # `y.requires_grad_()`, `y.mul_(w)`
         self.generic_visit(node)
+
+
+_COMPOUND = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.With, ast.AsyncWith, ast.If, ast.While,
+             ast.For, ast.AsyncFor, ast.Try, *([ast.TryStar] if hasattr(ast, "TryStar") else []),
+             *([ast.Match] if hasattr(ast, "Match") else []))
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")  # what Python's tokenizer counts as a new line
+
+
+def _header_lines(statement: ast.stmt) -> tuple[int, int]:
+    """The lines of a statement, or of a compound statement's header (decorators included)."""
+    first = min([statement.lineno] + [d.lineno for d in getattr(statement, "decorator_list", ())])
+    if not isinstance(statement, _COMPOUND):
+        return first, statement.end_lineno or statement.lineno
+    body = statement.cases[0].body if hasattr(statement, "cases") else statement.body
+    return first, max(statement.lineno, body[0].lineno - 1)
+
+
+def _header(statement: ast.stmt) -> list[ast.AST]:
+    """What a statement evaluates where it stands: all of a simple one, the header of a compound one."""
+    if not isinstance(statement, _COMPOUND):
+        return [statement]
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        args = statement.args
+        return [*statement.decorator_list, *args.defaults, *[d for d in args.kw_defaults if d is not None]]
+    if isinstance(statement, ast.ClassDef):
+        return [*statement.decorator_list, *statement.bases, *statement.keywords]
+    if isinstance(statement, (ast.With, ast.AsyncWith)):
+        return [part for item in statement.items for part in (item.context_expr, item.optional_vars) if part]
+    if isinstance(statement, (ast.If, ast.While)):
+        return [statement.test]
+    if isinstance(statement, (ast.For, ast.AsyncFor)):
+        return [statement.target, statement.iter]
+    if hasattr(statement, "subject"):  # match
+        return [statement.subject, *[case.guard for case in statement.cases if case.guard]]
+    return [handler.type for handler in statement.handlers if handler.type]  # try
 
 
 def _last_name(expr: ast.expr) -> str:

@@ -14,9 +14,11 @@ from typing import Iterator, Optional
 
 from lint_nograd import api
 from lint_nograd.model import SemanticModel
-from lint_nograd.scopes import FUNCTION_NODES, Scope
+from lint_nograd.scopes import Scope
 
 FunctionNode = ast.AST  # FunctionDef, AsyncFunctionDef or Lambda
+# The last names of the calls `_source` can recognise (a transform or a tracer).
+_SOURCE_NAMES = api.AD_TRANSFORMS | frozenset({"symbolic_trace", "trace", "make_fx"})
 
 
 @dataclass(frozen=True)
@@ -145,7 +147,7 @@ class Reach:
 
     def _sources(self) -> list[tuple[FunctionNode, Reacher]]:
         seeds = []
-        for call, scope in self.model.all_calls():
+        for call, scope in self.model.calls_naming(_SOURCE_NAMES):
             source = self._source(call, scope)
             if source is None:
                 continue
