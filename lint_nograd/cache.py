@@ -49,9 +49,10 @@ class Cache:
         self._used: dict[str, list[dict]] = {}
         if folder is not None:
             try:
-                self._entries = json.loads((folder / _FILE_NAME).read_text(encoding="utf-8"))
+                entries = json.loads((folder / _FILE_NAME).read_text(encoding="utf-8"))
             except (OSError, ValueError):
-                self._entries = {}  # no cache yet, or a damaged one: start afresh
+                entries = {}  # no cache yet, or a damaged one: start afresh
+            self._entries = entries if isinstance(entries, dict) else {}
 
     def key(self, data: bytes, codes: frozenset[str]) -> str:
         if self.folder is None:
@@ -65,8 +66,12 @@ class Cache:
         entry = self._entries.get(key)
         if entry is None:
             return None
+        try:
+            diagnostics = [_diagnostic(found, display_path) for found in entry]
+        except (TypeError, KeyError, AttributeError):  # an entry of another shape: a miss
+            return None
         self._used[key] = entry
-        return [_diagnostic(found, display_path) for found in entry]
+        return diagnostics
 
     def put(self, key: str, diagnostics: list[Diagnostic]) -> None:
         if self.folder is not None:

@@ -5,7 +5,9 @@ Exit status: 0 nothing found, 1 findings, 2 a usage, configuration or I/O error.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
+import gc
 import os
 import sys
 from collections.abc import Sequence
@@ -16,7 +18,7 @@ from pathlib import Path
 from typing import TextIO
 
 from lint_nograd import __version__, engine, output
-from lint_nograd.cache import FOLDER_NAME, Cache
+from lint_nograd.cache import FOLDER_NAME, Cache, cache_version
 from lint_nograd.config import (
     DEFAULT_SELECT,
     ConfigError,
@@ -27,7 +29,7 @@ from lint_nograd.config import (
 )
 from lint_nograd.diagnostics import Diagnostic
 from lint_nograd.notebook import NotebookError
-from lint_nograd.files import DEFAULT_EXCLUDE, compile_patterns, discover
+from lint_nograd.files import DEFAULT_EXCLUDE, compile_patterns, discover, is_valid_pattern
 from lint_nograd.registry import RULES
 from lint_nograd.write import WriteError, replace_file
 
@@ -35,6 +37,7 @@ PROG = "lint-nograd"
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 # Starting worker processes costs more than checking a few dozen files in this one.
 PARALLEL_MIN_FILES = 32
+CHUNK_FILES = 16  # files a worker gets at once: few enough to balance the load, enough to cut messages
 
 
 @dataclass(frozen=True)
@@ -111,9 +114,9 @@ def shared_options() -> argparse.ArgumentParser:
                        help="do not check these rules (applied after --select)")
 
     files = options.add_argument_group("file selection (gitignore-style globs)")
-    files.add_argument("--exclude", type=_comma_list, action="extend", metavar="GLOBS",
+    files.add_argument("--exclude", type=_glob_list, action="extend", metavar="GLOBS",
                        help="exclude these instead of the default list")
-    files.add_argument("--extend-exclude", type=_comma_list, action="extend", default=[],
+    files.add_argument("--extend-exclude", type=_glob_list, action="extend", default=[],
                        metavar="GLOBS", help="exclude these as well")
     files.add_argument("--force-exclude", action="store_true",
                        help="apply the excludes to files named on the command line too (for pre-commit)")
@@ -187,33 +190,78 @@ def plan_jobs(options: argparse.Namespace, cwd: Path | None = None) -> Plan:
     return plan
 
 
-def run_jobs(jobs: Sequence[Job], workers: int, cache: Cache) -> tuple[list[Diagnostic], list[str]]:
+def run_jobs(jobs: Sequence[Job], workers: int, cache_folder: Path | None) -> tuple[list[Diagnostic], list[str]]:
     """Check every job; returns findings and errors.
 
-    This process reads each file, applies the exact gate and looks up the cache; only the files
-    left are parsed, by worker processes when there are enough files to be worth starting them,
-    while this one goes on reading.
+    Jobs go out in small chunks, to worker processes when there are enough files to be worth
+    starting them: each worker reads its files, applies the exact gate, looks up the cache and
+    parses only what is left. This process merges the results and saves the cache.
     """
+    cache = Cache(cache_folder)
     found: list[Diagnostic] = []
     errors: list[str] = []
+    chunks = [jobs[start:start + CHUNK_FILES] for start in range(0, len(jobs), CHUNK_FILES)]
     with _Workers(workers if len(jobs) > PARALLEL_MIN_FILES else 1) as pool:
-        pending = []
+        results = [pool.submit(check_chunk, chunk, cache_folder, if_worker_stops=[("", [], _stopped(chunk))])
+                   for chunk in chunks]
+        for result in results:
+            for key, diagnostics, error in result():
+                if error is not None:
+                    errors.append(error)
+                    continue
+                if key:
+                    cache.put(key, diagnostics)
+                found += diagnostics
+    cache.save()
+    return sorted(found, key=lambda d: d.sort_key), errors
+
+
+def _stopped(jobs: Sequence[Job]) -> str:
+    names = ", ".join(job.display_path for job in jobs)
+    return f"a worker process stopped unexpectedly; not checked: {names}"
+
+
+def check_chunk(jobs: Sequence[Job], cache_folder: Path | None) -> list[tuple[str, list[Diagnostic], str | None]]:
+    """(cache key, findings, error) for each file some rule can have a finding in."""
+    cache = _process_cache(cache_folder)
+    results: list[tuple[str, list[Diagnostic], str | None]] = []
+    errors: list[str] = []
+    with _collecting_garbage_once():
         for job, data, codes in _gated(jobs, errors):
             key = cache.key(data, codes)
             cached = cache.get(key, job.display_path)
             if cached is None:
-                pending.append((key, pool.submit(check_pending, data, job.display_path, codes)))
-            else:
-                found += cached
-        for key, result in pending:
-            diagnostics, error = result()
-            if error is None:
-                cache.put(key, diagnostics)
-                found += diagnostics
-            else:
-                errors.append(error)
-    cache.save()
-    return sorted(found, key=lambda d: d.sort_key), errors
+                cached, error = check_pending(data, job.display_path, codes)
+                if error is not None:
+                    errors.append(error)
+                    continue
+            results.append((key, cached, None))
+    return results + [("", [], error) for error in errors]
+
+
+@contextlib.contextmanager
+def _collecting_garbage_once():
+    """Parsing makes many objects and no garbage cycles worth chasing meanwhile: the collector,
+    run again and again over every syntax tree, would cost a third of the time. Collect once at
+    the end, over only what is new (what existed before is frozen)."""
+    gc.freeze()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+        gc.collect()
+
+
+def _process_cache(folder: Path | None) -> Cache:
+    """The cache as read by this process, read again only when the file changed since."""
+    version = folder and cache_version(folder)
+    if folder not in _read_caches or _read_caches[folder][0] != version:
+        _read_caches[folder] = (version, Cache(folder))
+    return _read_caches[folder][1]
+
+
+_read_caches: dict[Path | None, tuple[object, Cache]] = {}
 
 
 def _gated(jobs: Sequence[Job], errors: list[str]):
@@ -249,7 +297,8 @@ class _Workers:
         if self._pool is not None:
             self._pool.shutdown(cancel_futures=True)
 
-    def submit(self, function, *args):
+    def submit(self, function, *args, if_worker_stops):
+        """Run `function(*args)`; what the returned function gives if a worker process died."""
         if self._pool is None:
             result = function(*args)
             return lambda: result
@@ -259,7 +308,7 @@ class _Workers:
             try:
                 return future.result()
             except BrokenProcessPool:
-                return [], "a worker process stopped unexpectedly"
+                return if_worker_stops
         return result
 
 
@@ -292,8 +341,8 @@ def run_check(options: argparse.Namespace) -> int:
     plan = plan_jobs(options)
     for warning in plan.warnings:
         _report("warning", warning)
-    cache = Cache(None if options.no_cache else Path(options.cache_dir or plan.root / FOLDER_NAME))
-    diagnostics, failures = run_jobs(plan.jobs, _workers(options), cache)
+    cache_folder = None if options.no_cache else Path(options.cache_dir or plan.root / FOLDER_NAME).absolute()
+    diagnostics, failures = run_jobs(plan.jobs, _workers(options), cache_folder)
     return _finish(options, diagnostics, plan.errors + failures)
 
 
@@ -307,7 +356,8 @@ def run_fix(options: argparse.Namespace) -> int:
     fixed_regions = fixed_files = 0
     workers = _workers(options) if len(plan.jobs) > PARALLEL_MIN_FILES else 1
     with _Workers(workers) as pool:
-        pending = [(job, data, pool.submit(fix_pending, data, job.display_path, codes))
+        pending = [(job, data, pool.submit(fix_pending, data, job.display_path, codes,
+                                           if_worker_stops=(None, _stopped([job]))))
                    for job, data, codes in _gated(plan.jobs, errors)]
         for job, data, result in pending:
             outcome, error = result()
@@ -327,7 +377,7 @@ def run_fix(options: argparse.Namespace) -> int:
                 fixed_regions, fixed_files = fixed_regions + count, fixed_files + 1
                 continue
             try:
-                replace_file(job.path, new, data)
+                replace_file(job.path, new, data, job.display_path)
                 fixed_regions, fixed_files = fixed_regions + count, fixed_files + 1
             except WriteError as failure:
                 errors.append(str(failure))
@@ -401,6 +451,14 @@ def _rule_table() -> str:
 
 def _comma_list(text: str) -> list[str]:
     return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def _glob_list(text: str) -> list[str]:
+    globs = _comma_list(text)
+    for glob in globs:
+        if not is_valid_pattern(glob):
+            raise argparse.ArgumentTypeError(f"`{glob}` is not a valid glob")
+    return globs
 
 
 def _positive_int(text: str) -> int:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pathspec
 
-from lint_nograd.files import match_path, shown_path
+from lint_nograd.files import is_valid_pattern, match_path, shown_path
 from lint_nograd.registry import RULES
 
 if sys.version_info >= (3, 11):
@@ -150,6 +150,7 @@ def _parse_table(table: Any, path: Path, shown: str) -> Config:
     ignores = f"`per-file-ignores` of {where}"
     if not isinstance(per_file, dict):
         raise ConfigError(f"`per-file-ignores` in {where} must be a table of glob = [codes]")
+    _globs([glob.removeprefix("!") for glob in per_file], "per-file-ignores", where)
     respect_gitignore = table.get("respect-gitignore", True)
     if not isinstance(respect_gitignore, bool):
         raise ConfigError(f"`respect-gitignore` in {where} must be true or false")
@@ -161,8 +162,8 @@ def _parse_table(table: Any, path: Path, shown: str) -> Config:
             extend_select=selectors("extend-select"),
             ignore=selectors("ignore"),
         ),
-        exclude=_strings(table, "exclude", where) if "exclude" in table else None,
-        extend_exclude=_strings(table, "extend-exclude", where),
+        exclude=_globs(_strings(table, "exclude", where), "exclude", where) if "exclude" in table else None,
+        extend_exclude=_globs(_strings(table, "extend-exclude", where), "extend-exclude", where),
         per_file_ignores=tuple(
             PerFileIgnore(glob, expand_selectors(_strings(per_file, glob, ignores), ignores))
             for glob in per_file
@@ -173,6 +174,13 @@ def _parse_table(table: Any, path: Path, shown: str) -> Config:
 
 _KEYS = {"select", "extend-select", "ignore", "exclude", "extend-exclude", "per-file-ignores",
          "respect-gitignore"}
+
+
+def _globs(globs: Sequence[str], key: str, where: str) -> tuple[str, ...]:
+    for glob in globs:
+        if not is_valid_pattern(glob):
+            raise ConfigError(f"`{key}` in {where}: `{glob}` is not a valid glob")
+    return tuple(globs)
 
 
 def _strings(table: dict[str, Any], key: str, where: str) -> tuple[str, ...]:

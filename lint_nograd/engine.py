@@ -48,6 +48,8 @@ def decode(data: bytes) -> tuple[str, str]:
         row = data.count(b"\n", 0, error.start) + 1
         raise ParseError(f"cannot decode the file as {error.encoding}: invalid byte "
                          f"{data[error.start:error.start + 1]!r}", row) from None
+    except (LookupError, UnicodeError) as error:  # `coding: rot13`, `coding: undefined`: no text codec
+        raise ParseError(f"cannot decode the file: {error}") from None
 
 
 def parse(data: bytes) -> ParsedFile:

@@ -32,7 +32,16 @@ SOURCE_SUFFIXES = (".py", ".ipynb")  # what a folder is searched for
 
 
 def compile_patterns(patterns: Iterable[str]) -> pathspec.GitIgnoreSpec:
+    """Raises ValueError for a pattern that is no glob, such as `!` or one ending in a lone `\\`."""
     return pathspec.GitIgnoreSpec.from_lines(list(patterns))
+
+
+def is_valid_pattern(pattern: str) -> bool:
+    try:
+        compile_patterns([pattern])
+        return True
+    except ValueError:
+        return False
 
 
 def match_path(path: Path, base: Path, is_dir: bool = False) -> str:
@@ -177,4 +186,5 @@ class _Walk:
             text = (folder / ".gitignore").read_text(encoding="utf-8", errors="replace")
         except OSError:
             return ()
-        return (_GitIgnore(folder, compile_patterns(text.splitlines())),)
+        # git skips a pattern it cannot read, and so do we
+        return (_GitIgnore(folder, compile_patterns(filter(is_valid_pattern, text.splitlines()))),)

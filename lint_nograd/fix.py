@@ -37,6 +37,9 @@ __all__ = ["FIXABLE_CODES", "FixResult", "apply_edits", "fix_source", "fix_text"
 
 FIXABLE_CODES = frozenset({"NG004", "NG005", "NG006"})
 MAX_PASSES = 10  # fixing a region can make the region around it fixable: re-plan, at most this often
+# libcst nests `a and b and ...` one level per operand; some thousands deep, its native parser
+# overflows the stack, which kills the process instead of raising
+_MAX_BOOL_OPERANDS = 1000
 
 _NAME = "stop_gradient"
 _SHIM_NAMES = frozenset({"lint_nograd.stop_gradient", "lint_nograd.shim.stop_gradient"})
@@ -596,8 +599,8 @@ def _comments_in(code: str) -> list[str]:
 
 def _rewrite(fragment: str, indent: str, newline: str, rewriter: _Rewriter, keep_valid: bool) -> str:
     """The new text of a statement given as the full text of its lines, `indent` deep."""
-    if newline == "\r":  # libcst loses lone carriage returns: work in "\n", give back "\r"
-        return _rewrite(fragment.replace("\r", "\n"), indent, "\n", rewriter, keep_valid).replace("\n", "\r")
+    if "\r" in fragment or newline != "\n":  # libcst loses lone carriage returns: work in "\n", give back `newline`
+        return _rewrite(_LINE_BREAK.sub("\n", fragment), indent, "\n", rewriter, keep_valid).replace("\n", newline)
     source = f"if 1:{newline}{fragment}" if indent else fragment
     module = cst.parse_module(source)
     outer = module.body[0]
@@ -662,6 +665,8 @@ def _region_edit(parsed: ParsedFile, model: SemanticModel, region: GradModeChang
     owners = {id(change.owner) for change in model.regions}
     block = _enclosing_block(region.function, owner)
     keep_valid = block[-1] is owner and all(id(statement) in owners for statement in block)
+    if sum(len(node.values) for node in ast.walk(owner) if isinstance(node, ast.BoolOp)) > _MAX_BOOL_OPERANDS:
+        raise _Refusal("the region's code is nested too deeply")
     rewriter = _Rewriter(plan, spelling, region)
     try:
         content = _rewrite(parsed.text[start:end], indent, newline, rewriter, keep_valid)
@@ -711,6 +716,9 @@ def plan_fixes(parsed: ParsedFile, model: SemanticModel,
             edit, message = _region_edit(parsed, model, region, plan, spelling.text)
         except _Refusal as refusal:
             planned[region] = f"no fix: {refusal}"
+            continue
+        except RecursionError:  # our walks of the region, or libcst's
+            planned[region] = "no fix: the region's code is nested too deeply"
             continue
         edits = (edit, spelling.import_edit) if plan.wraps and spelling.import_edit else (edit,)
         planned[region] = Fix(message, edits, "safe")
@@ -764,7 +772,10 @@ def fix_source(data: bytes, codes: frozenset[str] = FIXABLE_CODES, display_path:
         return _fix_notebook(data, codes, display_path)
     try:
         text, encoding = decode(data)
-    except ParseError:  # latin-1 maps bytes to text one to one: the bytes come back unchanged
+        faithful = text.encode(encoding) == data  # not so under `coding: unicode_escape`, say
+    except (ParseError, LookupError, UnicodeError):
+        faithful = False
+    if not faithful:  # latin-1 maps bytes to text one to one: the bytes come back unchanged
         return FixResult(data.decode("latin-1"), "latin-1", False, 0, check_source(data, display_path, codes))
     original, fixed = text, 0
     for _ in range(MAX_PASSES):
@@ -810,10 +821,10 @@ def _one_pass(text: str, encoding: str, codes: frozenset[str]) -> tuple[str, int
         return text, 0
     try:
         parsed = parse(text.encode(encoding))
-        model = SemanticModel(parsed.tree)
+        model = SemanticModel(parsed.tree, parsed.text)
+        findings = checks.run(model, codes)
     except (ParseError, RecursionError, UnicodeEncodeError):
         return text, 0
-    findings = checks.run(model, codes)
     diagnostics = [to_diagnostic(finding, parsed, "-") for finding in findings]
     kept = {id(diagnostic) for diagnostic in suppression.unsuppressed(diagnostics, parsed.lines)}
     nodes = {id(finding.node) for finding, diagnostic in zip(findings, diagnostics)

@@ -9,6 +9,7 @@ order, indentation and the trailing newline of the JSON stay as they were.
 """
 from __future__ import annotations
 
+import codecs
 import json
 import re
 from dataclasses import dataclass, field, replace
@@ -22,7 +23,7 @@ _IPYTHON_LINE = re.compile(r"^(\s*)(?:[%!?]|\w+\s*=\s*[%!]|[\w.]+\?\??\s*$)")
 # Cell magics whose body is Python: only their first line is masked.
 _PYTHON_CELL_MAGICS = frozenset({"%%time", "%%timeit", "%%capture", "%%prun"})
 _LINE_REFERENCE = re.compile(r"\bline (\d+)")
-_PLACEHOLDER = re.compile(r"^(\s*)(?:#\s*)?__lint_nograd_ipython_(\d+)__(?:\(\))?$", re.MULTILINE)
+_PLACEHOLDER = re.compile(r"^([^\S\n]*)(?:# )?__lint_nograd_ipython_(\d+)__(?:\(\))?$", re.MULTILINE)
 
 
 class NotebookError(Exception):
@@ -36,17 +37,19 @@ class Notebook:
     source: str = ""  # the code cells joined, IPython syntax masked
     cell_of_row: list[tuple[int, int]] = field(default_factory=list)  # per source row: (cell, row in cell)
     masked: list[str] = field(default_factory=list)  # the original lines behind the placeholders
+    bom: bytes = b""
 
     @classmethod
     def read(cls, data: bytes) -> "Notebook":
         try:
             text = data.decode("utf-8-sig")
+            bom = codecs.BOM_UTF8 if data.startswith(codecs.BOM_UTF8) else b""
             document = json.loads(text)
             cells = document["cells"]
             assert isinstance(cells, list)
         except (UnicodeDecodeError, ValueError, KeyError, TypeError, AssertionError):
             raise NotebookError("not a Jupyter notebook: cannot read its cells") from None
-        notebook = cls(document, text)
+        notebook = cls(document, text, bom=bom)
         notebook._join(cells)
         return notebook
 
@@ -67,12 +70,13 @@ class Notebook:
 
     def _mask(self, line: str, whole_cell_magic: bool) -> str:
         match = _IPYTHON_LINE.match(line)
-        if not (whole_cell_magic or match):
+        ours = _MARKER_LINE.match(line) or _PLACEHOLDER.match(line)  # a cell spelling our own markers
+        if not (whole_cell_magic or match or ours):
             return line
         self.masked.append(line)
         placeholder = f"__lint_nograd_ipython_{len(self.masked) - 1}__"
-        if whole_cell_magic:
-            return f"# {placeholder}"  # the cell is not Python: nothing in it may count
+        if whole_cell_magic or not match:  # not Python, or our own marker: nothing in it may count
+            return f"# {placeholder}"
         return f"{match.group(1)}{placeholder}()"  # a statement, so a block around it stays valid
 
     def locate(self, diagnostic: Diagnostic) -> Diagnostic:
@@ -98,7 +102,7 @@ class Notebook:
     def with_source(self, source: str) -> bytes:
         """The notebook's bytes with its code cells replaced by those in `source`."""
         cells = self.document["cells"]
-        pieces = _MARKER_LINE.split(self._unmask(source))
+        pieces = [self._unmask(piece) for piece in _MARKER_LINE.split(source)]
         if len(pieces) > 2 and pieces[0]:  # an import added above the first cell goes into it
             pieces[2] = "\n" + pieces[0] + pieces[2][1:]
         for number, text in zip(pieces[1::2], pieces[2::2]):
@@ -106,7 +110,7 @@ class Notebook:
             text = text[1:-1] if text.endswith("\n") else text[1:]  # the marker's and the last line break
             lines = text.splitlines(keepends=True)
             cell["source"] = lines if isinstance(cell.get("source"), list) else text
-        return self._dump().encode("utf-8")
+        return self.bom + self._dump().encode("utf-8")
 
     def _dump(self) -> str:
         second_line = self.text.split("\n", 2)[1] if "\n" in self.text else ""
@@ -121,4 +125,8 @@ class Notebook:
 
 def _cell_text(cell: dict) -> str:
     source = cell.get("source", "")
-    return "".join(source) if isinstance(source, list) else str(source)
+    if isinstance(source, list) and all(isinstance(line, str) for line in source):
+        return "".join(source)
+    if isinstance(source, str):
+        return source
+    raise NotebookError("not a Jupyter notebook: a cell's source is not text")

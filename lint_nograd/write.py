@@ -2,7 +2,8 @@
 
 The new bytes go to a temporary file in the same folder, with the original's mode (and owner,
 where allowed), flushed to disk, then renamed over the original in one step. Just before the
-rename, the original is read again: if it changed since it was checked, it is left alone.
+rename, the original is read again: if it changed since it was checked, it is left alone. A
+symbolic link is written through, to the file it names, and stays a link.
 """
 from __future__ import annotations
 
@@ -15,14 +16,17 @@ class WriteError(Exception):
     """The file was left as it was; the message says why."""
 
 
-def replace_file(path: Path, new: bytes, original: bytes) -> None:
+def replace_file(path: Path, new: bytes, original: bytes, shown: str | None = None) -> None:
+    """Write `new` over `path`, which held `original` when it was read; `shown` names it in messages."""
+    target = Path(os.path.realpath(path))
+    shown = shown or str(path)
     try:
-        status = os.stat(path)
+        status = os.stat(target)
         if not status.st_mode & 0o222:  # respected even by root, who could write anyway
-            raise WriteError(f"{path} is read-only; left as it is")
-        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            raise WriteError(f"{shown} is read-only; left as it is")
+        handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     except OSError as error:
-        raise WriteError(f"cannot write {path}: {error.strerror or error}") from None
+        raise WriteError(f"cannot write {shown}: {error.strerror or error}") from None
     try:
         with os.fdopen(handle, "wb") as stream:
             stream.write(new)
@@ -33,12 +37,15 @@ def replace_file(path: Path, new: bytes, original: bytes) -> None:
             os.chown(temporary, status.st_uid, status.st_gid)
         except OSError:
             pass  # only the owner's group or root may keep the owner: the mode is what matters
-        if path.read_bytes() != original:
-            raise WriteError(f"{path} changed while it was being fixed; left as it is")
-        os.replace(temporary, path)
-    except OSError as error:
+        current = target.read_bytes()
+        if current == new:  # already fixed, under another name of the same file (a link)
+            Path(temporary).unlink()
+            return
+        if current != original:
+            raise WriteError(f"{shown} changed while it was being fixed; left as it is")
+        os.replace(temporary, target)
+    except BaseException as error:  # also Ctrl-C: never leave the temporary file behind
         Path(temporary).unlink(missing_ok=True)
-        raise WriteError(f"cannot write {path}: {error.strerror or error}") from None
-    except WriteError:
-        Path(temporary).unlink(missing_ok=True)
+        if isinstance(error, OSError):
+            raise WriteError(f"cannot write {shown}: {error.strerror or error}") from None
         raise
