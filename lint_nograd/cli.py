@@ -200,6 +200,7 @@ def run_jobs(jobs: Sequence[Job], workers: int, cache_folder: Path | None) -> tu
     cache = Cache(cache_folder)
     found: list[Diagnostic] = []
     errors: list[str] = []
+    jobs = sorted(jobs, key=_size, reverse=True)  # the largest first: no long file left for the end
     chunks = [jobs[start:start + CHUNK_FILES] for start in range(0, len(jobs), CHUNK_FILES)]
     with _Workers(workers if len(jobs) > PARALLEL_MIN_FILES else 1) as pool:
         results = [pool.submit(check_chunk, chunk, cache_folder, if_worker_stops=[("", [], _stopped(chunk))])
@@ -214,6 +215,13 @@ def run_jobs(jobs: Sequence[Job], workers: int, cache_folder: Path | None) -> tu
                 found += diagnostics
     cache.save()
     return sorted(found, key=lambda d: d.sort_key), errors
+
+
+def _size(job: Job) -> int:
+    try:
+        return len(job.data) if job.data is not None else job.path.stat().st_size
+    except OSError:
+        return 0  # reported when it is read
 
 
 def _stopped(jobs: Sequence[Job]) -> str:

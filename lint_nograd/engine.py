@@ -6,6 +6,7 @@ libcst; libcst is only loaded by `fix`, which must keep formatting byte for byte
 from __future__ import annotations
 
 import ast
+import functools
 import io
 import re
 import tokenize
@@ -26,9 +27,13 @@ class ParsedFile:
     """A file that passed the gate and parsed."""
 
     text: str
-    lines: list[str]
     tree: ast.Module
     encoding: str  # as found by its BOM or coding cookie: "utf-8", "utf-8-sig", "latin-1", ...
+
+    @functools.cached_property
+    def lines(self) -> list[str]:
+        """The lines as Python counts them; needed only when there is something to report."""
+        return _LINE_BREAK.split(self.text)
 
 
 class ParseError(Exception):
@@ -63,7 +68,7 @@ def parse(data: bytes) -> ParsedFile:
         raise ParseError(f"cannot parse: {error.msg}", error.lineno or 1, error.offset or 1) from None
     except (RecursionError, MemoryError):
         raise ParseError("cannot parse: the code is nested too deeply") from None
-    return ParsedFile(text, _LINE_BREAK.split(text), tree, encoding)
+    return ParsedFile(text, tree, encoding)
 
 
 def _column(line: str, byte_offset: int) -> int:
@@ -111,6 +116,8 @@ def analyse(data: bytes, display_path: str, codes: frozenset[str]) -> list[Diagn
     diagnostics = [to_diagnostic(finding, parsed, display_path) for finding in findings]
     if any(finding.code in FIXABLE_CODES for finding in findings):
         diagnostics = _with_fixes(diagnostics, findings, parsed, model)
+    if not diagnostics:
+        return []
     return sorted(suppression.unsuppressed(diagnostics, parsed.lines), key=lambda d: d.sort_key)
 
 

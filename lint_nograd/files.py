@@ -95,9 +95,15 @@ class _GitIgnore:
     folder: Path
     spec: pathspec.GitIgnoreSpec
 
+    @property
+    def prefix(self) -> str:
+        return os.path.join(str(self.folder), "")
+
     def verdict(self, path: Path, is_dir: bool) -> bool | None:
         """True if ignored, False if re-included by a `!` pattern, None if no pattern matches."""
-        relative = match_path(path, self.folder, is_dir)
+        return self.verdict_for(match_path(path, self.folder, is_dir))
+
+    def verdict_for(self, relative: str) -> bool | None:
         for pattern in reversed(self.spec.patterns):  # in a .gitignore the last match wins
             if pattern.include is not None and pattern.match_file(relative) is not None:
                 return pattern.include
@@ -108,15 +114,19 @@ class _Walk:
     def __init__(self, root: Path, exclude: pathspec.GitIgnoreSpec, respect_gitignore: bool,
                  unreadable: list[str]) -> None:
         self.root = root
+        self._root_prefix = os.path.join(str(root), "")
         self.exclude = exclude
         self.respect_gitignore = respect_gitignore
         self.unreadable = unreadable
         self.visited: set[tuple[int, int]] = set()
 
     def python_files(self, start: Path) -> Iterator[Path]:
-        stack = [(start, self._gitignores_above(start))]
+        """The source files under `start`, in a stable order. Paths are strings inside the walk
+        (pathlib objects for each of thousands of entries cost more than the rest of it)."""
+        gitignores = self._gitignores_above(start)
+        stack = [(start, self._matches(start, True, gitignores), gitignores)]
         while stack:
-            folder, gitignores = stack.pop()
+            folder, folder_matches, gitignores = stack.pop()
             entries = self._list(folder)
             if entries is None:
                 continue
@@ -127,14 +137,29 @@ class _Walk:
                     is_dir, is_file = entry.is_dir(), entry.is_file()
                 except OSError:  # vanished, or a symlink loop
                     continue
-                path = Path(entry.path)
                 if is_dir:
-                    is_venv = (path / "pyvenv.cfg").exists()
-                    if not is_venv and not self._skipped(path, True, gitignores):
-                        stack.append((path, gitignores))
+                    if os.path.exists(os.path.join(entry.path, "pyvenv.cfg")):  # a virtual environment
+                        continue
+                    matches = self._matches_entry(entry.path, True, gitignores)
+                    # a match inherited from the parent means the user named an excluded folder: walk it
+                    if not matches or folder_matches:
+                        stack.append((Path(entry.path), matches, gitignores))
                 elif is_file and entry.name.endswith(SOURCE_SUFFIXES):
-                    if not self._skipped(path, False, gitignores):
-                        yield path
+                    if folder_matches or not self._matches_entry(entry.path, False, gitignores):
+                        yield Path(entry.path)
+
+    def _matches_entry(self, path: str, is_dir: bool, gitignores: tuple[_GitIgnore, ...]) -> bool:
+        """`_matches` for a path below the folders of `gitignores`, given as a string."""
+        root = self._root_prefix
+        relative = path[len(root):] if path.startswith(root) else os.path.basename(path)
+        suffix = "/" if is_dir else ""
+        if self.exclude.match_file(relative.replace(os.sep, "/") + suffix):
+            return True
+        for gitignore in reversed(gitignores):  # the deepest .gitignore decides first
+            verdict = gitignore.verdict_for(path[len(gitignore.prefix):].replace(os.sep, "/") + suffix)
+            if verdict is not None:
+                return verdict
+        return False
 
     def _list(self, folder: Path) -> list[os.DirEntry] | None:
         try:
@@ -156,11 +181,6 @@ class _Walk:
         folders = [folder for folder in path.parents if self.root in folder.parents]
         return self._matches(path, False, gitignores) or any(
             self._matches(folder, True, gitignores) for folder in folders)
-
-    def _skipped(self, path: Path, is_dir: bool, gitignores: tuple[_GitIgnore, ...]) -> bool:
-        # A match inherited from the parent means the user named an excluded folder: walk it.
-        return (self._matches(path, is_dir, gitignores)
-                and not self._matches(path.parent, True, gitignores))
 
     def _matches(self, path: Path, is_dir: bool, gitignores: tuple[_GitIgnore, ...]) -> bool:
         if path != self.root and self.exclude.match_file(match_path(path, self.root, is_dir)):

@@ -196,30 +196,29 @@ class SemanticModel:
     # -- the statement walk -----------------------------------------------------------------------
 
     def _find_candidates(self, statements: list, scope: Scope, frame_node: ast.AST) -> None:
-        """Collect the `with` items and decorators that may change grad mode, and alias names."""
+        """Collect the `with` items and decorators that may change grad mode, and alias names.
+        This visits every statement of the file: it dispatches on the type, for speed."""
         function = frame_node if isinstance(frame_node, FUNCTION_NODES) else None
         for node in statements:
             self._statements.append((node, scope))
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            kind = type(node)
+            if kind not in _COMPOUND:
+                if kind is ast.Assign and len(node.targets) == 1 and type(node.targets[0]) is ast.Name:
+                    self._aliases.append((node.targets[0].id, _last_name(node.value)))
+                elif kind is ast.Import or kind is ast.ImportFrom:
+                    self._aliases += [(a.asname, a.name.rpartition(".")[2]) for a in node.names if a.asname]
+                continue
+            if kind is ast.ClassDef or kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
                 inner = self.scopes.enter(node, scope)
-                if not isinstance(node, ast.ClassDef):
+                if kind is not ast.ClassDef:
                     self._candidates += [(d, scope, node, node, node) for d in node.decorator_list]
                 self._find_candidates(node.body, inner, node)
                 continue
-            if isinstance(node, (ast.With, ast.AsyncWith)):
+            if kind is ast.With or kind is ast.AsyncWith:
                 self._candidates += [(item.context_expr, scope, node, function, frame_node)
                                      for item in node.items]
-            elif isinstance(node, (ast.Import, ast.ImportFrom)):
-                self._aliases += [(a.asname, a.name.rpartition(".")[2]) for a in node.names if a.asname]
-            elif isinstance(node, ast.Assign) and len(node.targets) == 1 \
-                    and isinstance(node.targets[0], ast.Name):
-                self._aliases.append((node.targets[0].id, _last_name(node.value)))
-            for field_name in ("body", "orelse", "finalbody"):
-                self._find_candidates(getattr(node, field_name, ()), scope, frame_node)
-            for handler in getattr(node, "handlers", ()):
-                self._find_candidates(handler.body, scope, frame_node)
-            for case in getattr(node, "cases", ()):
-                self._find_candidates(case.body, scope, frame_node)
+            for block in _blocks(node):
+                self._find_candidates(block, scope, frame_node)
 
     def _with_aliases(self, names) -> set[str]:
         """The names, and every name bound to one of them: `ng` after `ng = torch.no_grad`."""
@@ -262,12 +261,12 @@ class SemanticModel:
             return self.all_calls()
         words = self._with_aliases(names)
         pattern = re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, sorted(words))))
-        line_starts = [0] + [match.end() for match in _LINE_BREAK.finditer(self.text)]
-        lines = {bisect.bisect_right(line_starts, match.start()) for match in pattern.finditer(self.text)}
+        lines = _lines_of(self.text, [match.start() for match in pattern.finditer(self.text)])
         finder = _CallFinder(self.scopes, self.scopes.module, whole_module=True)
         for statement, scope in self._statements:
             first, last = _header_lines(statement)
-            if any(line in lines for line in range(first, last + 1)):
+            index = bisect.bisect_left(lines, first)
+            if index < len(lines) and lines[index] <= last:
                 finder.scope = scope
                 for part in _header(statement):
                     finder.visit(part)
@@ -557,24 +556,50 @@ class _FrameWalker(ast.NodeVisitor):
         self.generic_visit(node)
 
 
-_COMPOUND = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.With, ast.AsyncWith, ast.If, ast.While,
-             ast.For, ast.AsyncFor, ast.Try, *([ast.TryStar] if hasattr(ast, "TryStar") else []),
-             *([ast.Match] if hasattr(ast, "Match") else []))
+_TRY_STAR = (ast.TryStar,) if hasattr(ast, "TryStar") else ()
+_COMPOUND = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.With, ast.AsyncWith, ast.If,
+                       ast.While, ast.For, ast.AsyncFor, ast.Try, *_TRY_STAR,
+                       *([ast.Match] if hasattr(ast, "Match") else [])})
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # what Python's tokenizer counts as a new line
+
+
+def _lines_of(text: str, offsets: list[int]) -> list[int]:
+    """The line numbers (from 1) of increasing character offsets into `text`."""
+    if "\r" in text:  # lone carriage returns end lines too: find every line start
+        starts = [0] + [match.end() for match in _LINE_BREAK.finditer(text)]
+        return sorted({bisect.bisect_right(starts, offset) for offset in offsets})
+    lines, line, position = [], 1, 0
+    for offset in offsets:
+        line += text.count("\n", position, offset)
+        position = offset
+        if not lines or lines[-1] != line:
+            lines.append(line)
+    return lines
+
+
+def _blocks(statement: ast.stmt) -> list[list[ast.stmt]]:
+    """The statement lists inside a compound statement other than a definition."""
+    if type(statement) in (ast.Try, *_TRY_STAR):
+        return [statement.body, *[handler.body for handler in statement.handlers], statement.orelse,
+                statement.finalbody]
+    if hasattr(statement, "cases"):
+        return [case.body for case in statement.cases]
+    return [statement.body, getattr(statement, "orelse", [])]
 
 
 def _header_lines(statement: ast.stmt) -> tuple[int, int]:
     """The lines of a statement, or of a compound statement's header (decorators included)."""
+    kind = type(statement)
+    if kind not in _COMPOUND:
+        return statement.lineno, statement.end_lineno or statement.lineno
     first = min([statement.lineno] + [d.lineno for d in getattr(statement, "decorator_list", ())])
-    if not isinstance(statement, _COMPOUND):
-        return first, statement.end_lineno or statement.lineno
     body = statement.cases[0].body if hasattr(statement, "cases") else statement.body
     return first, max(statement.lineno, body[0].lineno - 1)
 
 
 def _header(statement: ast.stmt) -> list[ast.AST]:
     """What a statement evaluates where it stands: all of a simple one, the header of a compound one."""
-    if not isinstance(statement, _COMPOUND):
+    if type(statement) not in _COMPOUND:
         return [statement]
     if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
         args = statement.args

@@ -9,6 +9,7 @@ it, from its statements alone, so functions nobody asks about cost nothing.
 from __future__ import annotations
 
 import ast
+import weakref
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -22,9 +23,13 @@ _BODIES = ("body", "orelse", "finalbody", "handlers")
 class Binding:
     name: str
     node: ast.AST  # the import, def, class, assignment, target or parameter that binds the name
-    scope: "Scope"
+    _scope: "weakref.ReferenceType[Scope]"  # weak: no reference cycle, so no garbage collector needed
     imported: Optional[str] = None  # the qualified name an import binds: `torch.func.grad`
     value: Optional[ast.expr] = None  # for `name = value`: the value, to follow aliases
+
+    @property
+    def scope(self) -> "Scope":
+        return self._scope()
 
     @property
     def position(self) -> tuple[int, int]:
@@ -52,7 +57,7 @@ class Scope:
         return self._bindings
 
     def bind(self, name: str, node: ast.AST, imported: str | None = None, value: ast.expr | None = None):
-        self._bindings.setdefault(name, []).append(Binding(name, node, self, imported, value))
+        self._bindings.setdefault(name, []).append(Binding(name, node, weakref.ref(self), imported, value))
 
 
 class _Binder:
