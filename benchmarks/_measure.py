@@ -51,8 +51,11 @@ def _tree_rss_kib(root: int) -> int:
 
 def run(command: list[str], cwd: Path | None = None, sample_memory: bool = True) -> tuple[float, float, str]:
     """Wall seconds, peak MiB of the process tree, and standard output of one run."""
+    # Python may cache bytecode, as it does for an installed package (some shells turn that off)
+    environment = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
     start = time.perf_counter()
-    process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    process = subprocess.Popen(command, cwd=cwd, env=environment, stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, text=True)
     peak = 0
     done = threading.Event()
 

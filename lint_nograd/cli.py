@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TextIO
 
 from lint_nograd import __version__, engine, output
-from lint_nograd.cache import FOLDER_NAME, Cache, cache_version
+from lint_nograd.cache import FOLDER_NAME, Cache, cache_version, file_status
 from lint_nograd.config import (
     DEFAULT_SELECT,
     ConfigError,
@@ -193,25 +193,33 @@ def plan_jobs(options: argparse.Namespace, cwd: Path | None = None) -> Plan:
 def run_jobs(jobs: Sequence[Job], workers: int, cache_folder: Path | None) -> tuple[list[Diagnostic], list[str]]:
     """Check every job; returns findings and errors.
 
-    Jobs go out in small chunks, to worker processes when there are enough files to be worth
-    starting them: each worker reads its files, applies the exact gate, looks up the cache and
-    parses only what is left. This process merges the results and saves the cache.
+    Files whose status the cache knows are answered here, without reading them. The others go out
+    in small chunks, to worker processes when there are enough of them to be worth starting:
+    each worker reads its files, applies the exact gate and parses only what the cache does not
+    know by content. This process merges the results and saves the cache.
     """
     cache = Cache(cache_folder)
     found: list[Diagnostic] = []
     errors: list[str] = []
-    jobs = sorted(jobs, key=_size, reverse=True)  # the largest first: no long file left for the end
-    chunks = [jobs[start:start + CHUNK_FILES] for start in range(0, len(jobs), CHUNK_FILES)]
-    with _Workers(workers if len(jobs) > PARALLEL_MIN_FILES else 1) as pool:
-        results = [pool.submit(check_chunk, chunk, cache_folder, if_worker_stops=[("", [], _stopped(chunk))])
+    unknown = []
+    for job in jobs:
+        known = cache.known(job.path, job.display_path, job.codes) if job.data is None else None
+        if known is None:
+            unknown.append(job)
+        else:
+            found += known
+    unknown.sort(key=_size, reverse=True)  # the largest first: no long file left for the end
+    chunks = [unknown[start:start + CHUNK_FILES] for start in range(0, len(unknown), CHUNK_FILES)]
+    with _Workers(workers if len(unknown) > PARALLEL_MIN_FILES else 1) as pool:
+        results = [(chunk, pool.submit(check_chunk, chunk, cache_folder,
+                                       if_worker_stops=[(None, "", [], _stopped(chunk))] * len(chunk)))
                    for chunk in chunks]
-        for result in results:
-            for key, diagnostics, error in result():
+        for chunk, result in results:
+            for job, (status, content_key, diagnostics, error) in zip(chunk, result()):
                 if error is not None:
                     errors.append(error)
                     continue
-                if key:
-                    cache.put(key, diagnostics)
+                cache.put(job.path, status, job.codes, content_key, diagnostics)
                 found += diagnostics
     cache.save()
     return sorted(found, key=lambda d: d.sort_key), errors
@@ -229,22 +237,26 @@ def _stopped(jobs: Sequence[Job]) -> str:
     return f"a worker process stopped unexpectedly; not checked: {names}"
 
 
-def check_chunk(jobs: Sequence[Job], cache_folder: Path | None) -> list[tuple[str, list[Diagnostic], str | None]]:
-    """(cache key, findings, error) for each file some rule can have a finding in."""
+def check_chunk(jobs: Sequence[Job], cache_folder: Path | None):
+    """For each job: (file status, content key, findings, error)."""
     cache = _process_cache(cache_folder)
-    results: list[tuple[str, list[Diagnostic], str | None]] = []
-    errors: list[str] = []
+    results = []
     with _collecting_garbage_once():
-        for job, data, codes in _gated(jobs, errors):
-            key = cache.key(data, codes)
-            cached = cache.get(key, job.display_path)
-            if cached is None:
-                cached, error = check_pending(data, job.display_path, codes)
-                if error is not None:
-                    errors.append(error)
-                    continue
-            results.append((key, cached, None))
-    return results + [("", [], error) for error in errors]
+        for job in jobs:
+            status = file_status(job.path) if job.data is None else None  # before reading: never newer
+            try:
+                data = job.data if job.data is not None else job.path.read_bytes()
+            except OSError as error:  # removed since it was found, a broken link, a folder, ...
+                results.append((None, "", [], f"cannot read {job.display_path}: {error.strerror or error}"))
+                continue
+            content_key = cache.content_key(data, job.codes)
+            found = cache.get(content_key, job.display_path)
+            error = None
+            if found is None:
+                codes = engine.codes_to_check(data, job.codes)
+                found, error = check_pending(data, job.display_path, codes) if codes else ([], None)
+            results.append((status, content_key, found, error))
+    return results
 
 
 @contextlib.contextmanager

@@ -2,6 +2,7 @@
 another configuration."""
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -84,3 +85,43 @@ def test_cache_dir_option_and_a_damaged_cache(project, parsed, capsys, tmp_path)
     assert check(capsys, "--cache-dir", str(folder)) == first
     assert not (project / cache.FOLDER_NAME).exists()
     assert sorted(p.name for p in folder.iterdir()) == [".gitignore", "findings.json"]  # no leftovers
+
+
+def _age(folder: Path, seconds: int = 3600) -> None:
+    """Make every file look modified long ago, as files in a repository usually are."""
+    for path in folder.rglob("*.py"):
+        status = path.stat()
+        os.utime(path, ns=(status.st_atime_ns, status.st_mtime_ns - seconds * 10**9))
+
+
+def test_a_warm_run_does_not_even_read_unchanged_files(project, capsys, monkeypatch):
+    _age(project / "src")
+    first = check(capsys)
+    reads: list[Path] = []
+    real = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda self: reads.append(self) or real(self))
+    assert check(capsys) == first
+    assert [path for path in reads if path.suffix == ".py"] == []
+
+
+def test_a_touched_file_with_the_same_bytes_is_not_parsed_again(project, parsed, capsys):
+    _age(project / "src")
+    first = check(capsys)
+    parsed.clear()
+    (project / "src" / "ng004_forward_mode.py").touch()  # a new modification time, the same bytes
+    assert check(capsys) == first and parsed == []
+
+
+def test_an_edit_just_after_a_run_is_seen_even_with_the_same_size_and_time(project, parsed, capsys):
+    """The modification time may not change within one tick: a file modified shortly before its
+    entry was recorded is hashed again rather than trusted by its status."""
+    target = project / "src" / "ng003_negatives.py"
+    target.write_text(target.read_text())  # modified now, just before the run records it
+    check(capsys)
+    status = target.stat()
+    text = target.read_text()
+    target.write_text(text.replace("graph_built_before", "graph_built_BEFORE"))  # same size
+    os.utime(target, ns=(status.st_atime_ns, status.st_mtime_ns))
+    parsed.clear()
+    check(capsys)
+    assert parsed == ["src/ng003_negatives.py"]
