@@ -38,7 +38,7 @@ def make_corpus(folder: Path, copies: int) -> list[Path]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--copies", type=int, default=12)
+    parser.add_argument("--copies", type=int, default=50)  # about as many files as the real corpus
     parser.add_argument("--rounds", type=int, default=5)
     options = parser.parse_args()
     folder = Path(tempfile.mkdtemp())

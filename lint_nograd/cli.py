@@ -37,7 +37,7 @@ PROG = "lint-nograd"
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 # Starting worker processes costs more than checking a few dozen files in this one.
 PARALLEL_MIN_FILES = 32
-CHUNK_FILES = 16  # files a worker gets at once: few enough to balance the load, enough to cut messages
+CHUNK_FILES = 32  # files a worker gets at once: few enough to balance the load, enough to cut messages
 
 
 @dataclass(frozen=True)
