@@ -14,6 +14,8 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from lint_nograd import checks, engine
 from lint_nograd.model import SemanticModel
@@ -83,3 +85,22 @@ def test_the_installed_torch_sources():
     with ProcessPoolExecutor(max_workers=2) as pool:
         found = [message for messages in pool.map(_torch_disagreements, chunks) for message in messages]
     assert found == []
+
+
+hypothesmith = pytest.importorskip("hypothesmith")
+from test_fuzz import FIXTURE_SOURCES, with_insertions  # noqa: E402  (the same programs as the fuzz tests)
+
+
+# The reliability issue's generated programs, without the comment that opens the gate.
+_GENERATED = st.one_of(
+    hypothesmith.from_grammar(),
+    st.sampled_from([data.decode("utf-8", "surrogateescape") for data in FIXTURE_SOURCES]),
+).flatmap(with_insertions).map(lambda text: text.encode("utf-8", "surrogateescape"))
+
+
+@pytest.mark.filterwarnings("ignore::SyntaxWarning")
+@settings(max_examples=200, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large])
+@given(_GENERATED)
+def test_generated_programs(data):
+    assert disagreement(Path("generated.py"), data) is None
