@@ -261,9 +261,9 @@ def check_chunk(jobs: Sequence[Job], cache_folder: Path | None):
 
 @contextlib.contextmanager
 def _collecting_garbage_once():
-    """Parsing makes many objects and no garbage cycles worth chasing meanwhile: the collector,
-    run again and again over every syntax tree, would cost a third of the time. Collect once at
-    the end, over only what is new (what existed before is frozen)."""
+    """Parsing makes many objects and no reference cycles: the collector, run again and again
+    over every syntax tree, would cost a fifth of the time. Collect once at the end, over only
+    what is new: what existed before (modules, the cache) is frozen for the rest of this process."""
     gc.freeze()
     gc.disable()
     try:

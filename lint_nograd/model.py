@@ -324,11 +324,7 @@ class _CallFinder(ast.NodeVisitor):
 
     def _comprehension(self, node) -> None:
         self.visit(node.generators[0].iter)
-        rest = [node.generators[0].target, *node.generators[0].ifs]
-        for generator in node.generators[1:]:
-            rest += [generator.target, generator.iter, *generator.ifs]
-        rest += [getattr(node, name, None) for name in ("elt", "key", "value")]
-        self._nested(node, rest)
+        self._nested(node, _inside_comprehension(node))
 
     visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comprehension
 
@@ -386,12 +382,8 @@ class _FrameWalker(ast.NodeVisitor):
 
     def _visit_comprehension(self, node) -> None:
         self.visit(node.generators[0].iter)
-        rest = [node.generators[0].target, *node.generators[0].ifs]
-        for generator in node.generators[1:]:
-            rest += [generator.target, generator.iter, *generator.ifs]
-        rest += [getattr(node, name, None) for name in ("elt", "key", "value")]
         outer, self._scope = self._scope, self.scopes.enter(node, self._scope)
-        self._visit_all(rest)
+        self._visit_all(_inside_comprehension(node))
         self._scope = outer
 
     visit_ListComp = visit_SetComp = visit_DictComp = _visit_comprehension
@@ -561,6 +553,15 @@ _COMPOUND = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.
                        ast.While, ast.For, ast.AsyncFor, ast.Try, *_TRY_STAR,
                        *([ast.Match] if hasattr(ast, "Match") else [])})
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # what Python's tokenizer counts as a new line
+
+
+def _inside_comprehension(node) -> list:
+    """What a comprehension evaluates in its own scope: all but its first iterable, which the
+    enclosing scope evaluates."""
+    inside = [node.generators[0].target, *node.generators[0].ifs]
+    for generator in node.generators[1:]:
+        inside += [generator.target, generator.iter, *generator.ifs]
+    return inside + [getattr(node, name, None) for name in ("elt", "key", "value")]
 
 
 def _lines_of(text: str, offsets: list[int]) -> list[int]:
