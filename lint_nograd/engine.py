@@ -1,7 +1,8 @@
 """The pipeline for one file: read bytes -> cheap gate -> parse -> semantic model -> rules -> noqa.
 
 Checking parses with the standard library's `ast`, which is an order of magnitude faster than
-libcst; libcst is only loaded by `fix`, which must keep formatting byte for byte.
+libcst; libcst is loaded only to rewrite regions (the fix of a fixable finding), where every
+byte that is not rewritten must stay.
 """
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import io
 import re
 import tokenize
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 from lint_nograd import api, checks, suppression
 from lint_nograd.diagnostics import Diagnostic, Fix
@@ -155,11 +155,3 @@ def _with_fixes(diagnostics: list[Diagnostic], findings: list[checks.Finding], p
             diagnostic = replace(diagnostic, message=f"{diagnostic.message} ({outcome})")
         result.append(diagnostic)
     return result
-
-
-def check_file(path: Path, display_path: str, codes: frozenset[str]) -> list[Diagnostic]:
-    """Check one file for the rules in `codes`; bad input becomes an NG000 diagnostic.
-
-    An OSError (a file that vanished or cannot be read) propagates for the caller to report.
-    """
-    return check_source(path.read_bytes(), display_path, codes)

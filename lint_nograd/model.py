@@ -154,7 +154,6 @@ class SemanticModel:
         self._classify_candidates()
         for frame_node in self._frames_with_regions:
             _FrameWalker(self, frame_node).walk()
-        self._all_calls: list[tuple[ast.Call, Scope]] | None = None
 
     @property
     def regions(self) -> list[GradModeChange]:
@@ -256,13 +255,16 @@ class SemanticModel:
 
     def calls_naming(self, names) -> list[tuple[ast.Call, Scope]]:
         """Every call whose callee is spelled with one of `names` (or an alias of one), with its
-        scope, among others: only the statements on whose lines such a name is written are walked."""
+        scope, among others: only the statements on whose lines such a name is written are walked
+        (every statement, when the text is not known)."""
+        finder = _CallFinder(self.scopes, self.scopes.module, whole_module=True)
         if self.text is None:
-            return self.all_calls()
+            for statement in self.module.body:
+                finder.visit(statement)
+            return finder.calls
         words = self._with_aliases(names)
         pattern = re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, sorted(words))))
         lines = _lines_of(self.text, [match.start() for match in pattern.finditer(self.text)])
-        finder = _CallFinder(self.scopes, self.scopes.module, whole_module=True)
         for statement, scope in self._statements:
             first, last = _header_lines(statement)
             index = bisect.bisect_left(lines, first)
@@ -271,14 +273,6 @@ class SemanticModel:
                 for part in _header(statement):
                     finder.visit(part)
         return finder.calls
-
-    def all_calls(self) -> list[tuple[ast.Call, Scope]]:
-        if self._all_calls is None:
-            finder = _CallFinder(self.scopes, self.scopes.module, whole_module=True)
-            for statement in self.module.body:
-                finder.visit(statement)
-            self._all_calls = finder.calls
-        return self._all_calls
 
 
 class _CallFinder(ast.NodeVisitor):
