@@ -379,6 +379,8 @@ def _in_order(node: ast.AST):
 
 def _check_owner(model: SemanticModel, region: GradModeChange) -> None:
     owner = region.owner
+    if isinstance(owner, ast.Expr):
+        raise _Refusal("set_grad_enabled(False) called as a statement: no block to rewrite")
     if isinstance(owner, ast.AsyncWith):
         raise _Refusal("async with statement")
     if isinstance(owner, ast.With):

@@ -25,12 +25,13 @@ _UNKNOWN = None  # a grad mode we cannot know statically: `set_grad_enabled(flag
 @dataclass(eq=False)
 class GradModeChange:
     """`torch.no_grad()`, `enable_grad()`, `set_grad_enabled(x)` or `inference_mode(x)`, as a `with` item
-    or a decorator. `enabled` is the literal argument: None when it is not a literal."""
+    or a decorator, or `set_grad_enabled(x)` called as a statement (it holds until the body ends).
+    `enabled` is the literal argument: None when it is not a literal."""
 
     api: str  # "no_grad", "enable_grad", "set_grad_enabled" or "inference_mode"
     enabled: Optional[bool]
     expr: ast.expr  # the with item's context expression, or the decorator
-    owner: ast.AST  # the `with` statement, or the decorated function
+    owner: ast.AST  # the `with` statement, the decorated function, or the call's statement
     function: Optional[ast.AST]  # the function whose body it covers (None at module level)
 
     @property
@@ -41,7 +42,7 @@ class GradModeChange:
 
     @property
     def is_decorator(self) -> bool:
-        return self.owner is self.function and not isinstance(self.owner, (ast.With, ast.AsyncWith))
+        return self.owner is self.function and isinstance(self.owner, (ast.FunctionDef, ast.AsyncFunctionDef))
 
     def describe(self) -> str:
         if self.api == "set_grad_enabled":
@@ -128,6 +129,15 @@ class Frame:
     def pop(self) -> None:
         self.state = self.states.pop()
 
+    def set_from_here(self, change: GradModeChange) -> None:
+        """`torch.set_grad_enabled(False)` called as a statement: it holds for the rest of the body.
+        Inside a branch or a `with`, what holds after it is not known: nothing is, from there on."""
+        if self.states or self.blocks:
+            self.states = [CALLER_STATE] * len(self.states)
+            self.state = CALLER_STATE
+        else:
+            self.state = self.state.after(change)
+
 
 # Calls whose result is an existing object, not one computed by an operation.
 _NOT_OPERATIONS = frozenset({"getattr", "next", "iter", "get", "pop", "setdefault", "popitem"})
@@ -181,6 +191,8 @@ class SemanticModel:
                 break
         else:
             return None
+        if isinstance(owner, ast.Expr) and api_name != "set_grad_enabled":
+            return None  # of the four, only set_grad_enabled acts when merely called
         enabled = {"no_grad": False, "enable_grad": True}.get(api_name)
         if api_name in ("set_grad_enabled", "inference_mode"):
             enabled = _literal_mode(call, keyword="mode", default=api_name == "inference_mode")
@@ -202,7 +214,9 @@ class SemanticModel:
             self._statements.append((node, scope))
             kind = type(node)
             if kind not in _COMPOUND:
-                if kind is ast.Assign and len(node.targets) == 1 and type(node.targets[0]) is ast.Name:
+                if kind is ast.Expr and type(node.value) is ast.Call:
+                    self._candidates.append((node.value, scope, node, function, frame_node))
+                elif kind is ast.Assign and len(node.targets) == 1 and type(node.targets[0]) is ast.Name:
                     self._aliases.append((node.targets[0].id, _last_name(node.value)))
                 elif kind is ast.Import or kind is ast.ImportFrom:
                     self._aliases += [(a.asname, a.name.rpartition(".")[2]) for a in node.names if a.asname]
@@ -399,6 +413,12 @@ class _FrameWalker(ast.NodeVisitor):
             self._frame.pop()
 
     visit_AsyncWith = visit_With
+
+    def visit_Expr(self, node: ast.Expr) -> None:
+        self.visit(node.value)
+        change = self.model.change_at(node.value)
+        if change:
+            self._frame.set_from_here(change)
 
     # -- branches (for "straight-line flow" in NG003) ------------------------------------------
 

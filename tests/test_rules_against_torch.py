@@ -71,7 +71,7 @@ def ng004_fixture():
 
 
 @pytest.mark.parametrize("name", ["direct", "in_lambda", "for_jvp", "for_linearize", "nested",
-                                  "calls_helper", "uses_decorated", "through_partial"])
+                                  "calls_helper", "uses_decorated", "through_partial", "statement_form"])
 def test_ng004_fixture_functions_differ_between_modes(ng004_fixture, name):
     f = ng004_fixture[name]
     if name == "through_partial":
