@@ -73,12 +73,18 @@ def test_killed_fix_leaves_each_file_original_or_fixed(project, tmp_path):
     rng = random.Random(seed)
     partial_rounds = 0
     first = min(path for path, (original, fixed) in project.items() if original != fixed)  # written first
+    # how long the writes last here, from the first to the end: the kills land within that time
+    process = start_fix(tmp_path)
+    wait_for_first_write(process, first, project[first][0])
+    writes_started = time.monotonic()
+    process.wait()
+    writing = time.monotonic() - writes_started
     for round_ in range(ROUNDS):
         for path, (original, _) in project.items():  # each round starts from the originals
             path.write_bytes(original)
         process = start_fix(tmp_path)
         wait_for_first_write(process, first, project[first][0])
-        time.sleep(rng.uniform(0, 0.3))
+        time.sleep(rng.uniform(0, 0.9 * writing))
         os.killpg(process.pid, signal.SIGKILL)  # the workers are in its process group
         process.wait()
         states = []
