@@ -27,9 +27,10 @@ from typing import Union
 
 import libcst as cst
 
-from lint_nograd import api, checks, suppression
+from lint_nograd import api, suppression
 from lint_nograd.diagnostics import Diagnostic, Edit, Fix
-from lint_nograd.engine import ParsedFile, ParseError, check_source, decode, parse, to_diagnostic
+from lint_nograd.engine import ParsedFile, ParseError, alone, check_source, decode, parse, region_findings_of
+from lint_nograd.summary import summarise
 from lint_nograd.model import GradModeChange, SemanticModel
 from lint_nograd.notebook import Notebook, NotebookError
 
@@ -824,14 +825,12 @@ def _one_pass(text: str, encoding: str, codes: frozenset[str]) -> tuple[str, int
     try:
         parsed = parse(text.encode(encoding))
         model = SemanticModel(parsed.tree, parsed.text)
-        findings = checks.run(model, codes)
+        region_findings = region_findings_of(model, alone(summarise(model, parsed.lines)), codes, "-")
     except (ParseError, RecursionError, UnicodeEncodeError):
         return text, 0
-    diagnostics = [to_diagnostic(finding, parsed, "-") for finding in findings]
-    kept = {id(diagnostic) for diagnostic in suppression.unsuppressed(diagnostics, parsed.lines)}
-    nodes = {id(finding.node) for finding, diagnostic in zip(findings, diagnostics)
-             if id(diagnostic) in kept and finding.code in FIXABLE_CODES}
-    regions = [region for region in model.regions if id(region.expr) in nodes]
+    kept = {id(diagnostic) for diagnostic in suppression.unsuppressed([d for _, d in region_findings], parsed.lines)}
+    regions = [region for region, diagnostic in region_findings
+               if id(diagnostic) in kept and diagnostic.code in FIXABLE_CODES]
     fixes = [fix for fix in plan_fixes(parsed, model, regions).values() if isinstance(fix, Fix)]
     if not fixes:
         return text, 0

@@ -106,10 +106,24 @@ class GraphlessBackward:
 
 
 @dataclass(eq=False)
+class BackwardThroughCall:
+    """`y.backward()` where `y = f(...)`: a finding when `f` returns a value it computes in a
+    grad-disabled region, which only linking the project can tell."""
+
+    call: ast.Call
+    name: str
+    assigned_at: ast.stmt
+    callee: ast.expr  # `f`
+    scope: Scope  # where `f` is looked up
+
+
+@dataclass(eq=False)
 class _GraphlessValue:
     assigned_at: ast.stmt
-    region: GradModeChange
+    region: Optional[GradModeChange]  # None: returned by `callee`, which may have computed it in a region
     blocks: tuple[int, ...]  # the branches the assignment sits in
+    callee: Optional[ast.expr] = None
+    scope: Optional[Scope] = None
 
 
 @dataclass(eq=False)
@@ -158,11 +172,16 @@ class SemanticModel:
         self.graphless_backwards: list[GraphlessBackward] = []
         self._change_of: dict[ast.expr, GradModeChange] = {}
         self._frames_with_regions: dict[ast.AST, None] = {}  # an ordered set
+        self._taken_names: dict[str, int] = {}
         self._candidates: list[tuple[ast.expr, Scope, ast.AST, Optional[ast.AST], ast.AST]] = []
         self._aliases: list[tuple[str, str]] = []  # (alias, the name it stands for)
-        self._find_candidates(module.body, self.scopes.module, module)
+        # `loss`, `Net.forward`, `outer.<locals>.inner` (Python's __qualname__; `f#2` for a second `f`)
+        self.qualified_name: dict[ast.AST, str] = {}
+        self.returns: dict[ast.AST, list[Optional[GradModeChange]]] = {}  # per walked function: graphless returns
+        self.backwards_through_calls: list[BackwardThroughCall] = []
+        self._find_candidates(module.body, self.scopes.module, module, "")
         self._classify_candidates()
-        for frame_node in self._frames_with_regions:
+        for frame_node in {**self._frames_with_regions, **self._frames_with_backward()}:
             _FrameWalker(self, frame_node).walk()
 
     @property
@@ -206,9 +225,10 @@ class SemanticModel:
 
     # -- the statement walk -----------------------------------------------------------------------
 
-    def _find_candidates(self, statements: list, scope: Scope, frame_node: ast.AST) -> None:
-        """Collect the `with` items and decorators that may change grad mode, and alias names.
-        This visits every statement of the file: it dispatches on the type, for speed."""
+    def _find_candidates(self, statements: list, scope: Scope, frame_node: ast.AST, prefix: str) -> None:
+        """Collect the `with` items and decorators that may change grad mode, alias names, and the
+        qualified name of each definition. This visits every statement of the file: it dispatches
+        on the type, for speed."""
         function = frame_node if isinstance(frame_node, FUNCTION_NODES) else None
         for node in statements:
             self._statements.append((node, scope))
@@ -223,15 +243,46 @@ class SemanticModel:
                 continue
             if kind is ast.ClassDef or kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
                 inner = self.scopes.enter(node, scope)
+                name = self._unique(prefix + node.name)
+                self.qualified_name[node] = name
                 if kind is not ast.ClassDef:
                     self._candidates += [(d, scope, node, node, node) for d in node.decorator_list]
-                self._find_candidates(node.body, inner, node)
+                    self._find_candidates(node.body, inner, node, name + ".<locals>.")
+                else:
+                    self._find_candidates(node.body, inner, node, name + ".")
                 continue
             if kind is ast.With or kind is ast.AsyncWith:
                 self._candidates += [(item.context_expr, scope, node, function, frame_node)
                                      for item in node.items]
             for block in _blocks(node):
-                self._find_candidates(block, scope, frame_node)
+                self._find_candidates(block, scope, frame_node, prefix)
+
+    def _unique(self, name: str) -> str:
+        if name not in self._taken_names:
+            self._taken_names[name] = 1
+            return name
+        self._taken_names[name] += 1
+        return f"{name}#{self._taken_names[name]}"
+
+    def name_of(self, function: ast.AST) -> str:
+        """A function's qualified name in its module (a lambda is named by its position)."""
+        if isinstance(function, ast.Lambda):
+            return f"<lambda>@{function.lineno}:{function.col_offset}"
+        return self.qualified_name[function]
+
+    def _frames_with_backward(self) -> dict[ast.AST, None]:
+        """The bodies that call `.backward()` or `torch.autograd.grad`/`backward` (for NG003)."""
+        if self.text is not None and "backward" not in self.text and "autograd" not in self.text:
+            return {}
+        frames: dict[ast.AST, None] = {}
+        for call, scope in self.calls_naming(("backward", "grad")):
+            func = call.func
+            if (isinstance(func, ast.Attribute) and func.attr == "backward") or \
+                    self.scopes.qualified_names(func, scope) & (api.AUTOGRAD_GRAD | api.AUTOGRAD_BACKWARD):
+                while isinstance(scope.node, (ast.Lambda, *COMPREHENSION_NODES)):
+                    scope = scope.parent
+                frames[scope.node] = None
+        return frames
 
     def _with_aliases(self, names) -> set[str]:
         """The names, and every name bound to one of them: `ng` after `ng = torch.no_grad`."""
@@ -252,26 +303,13 @@ class SemanticModel:
             if change and change.disables_grad:
                 self._frames_with_regions[frame_node] = None
 
-    # -- calls, for the reach of transforms and tracers ----------------------------------------
-
-    def calls_in(self, function: ast.AST | None) -> list[tuple[ast.Call, Scope]]:
-        """The calls a function's body makes (the module's top level for None), with their scopes;
-        the bodies of functions defined inside are their own."""
-        node = function if function is not None else self.module
-        scope = self.scopes.of[node] if node in self.scopes.of else self.scopes.module
-        finder = _CallFinder(self.scopes, scope, whole_module=False)
-        if isinstance(node, ast.Lambda):
-            finder.visit(node.body)
-        else:
-            for statement in node.body:
-                finder.visit(statement)
-        return finder.calls
+    # -- calls -------------------------------------------------------------------------------------
 
     def calls_naming(self, names) -> list[tuple[ast.Call, Scope]]:
         """Every call whose callee is spelled with one of `names` (or an alias of one), with its
         scope, among others: only the statements on whose lines such a name is written are walked
         (every statement, when the text is not known)."""
-        finder = _CallFinder(self.scopes, self.scopes.module, whole_module=True)
+        finder = _CallFinder(self.scopes, self.scopes.module)
         if self.text is None:
             for statement in self.module.body:
                 finder.visit(statement)
@@ -292,8 +330,8 @@ class SemanticModel:
 class _CallFinder(ast.NodeVisitor):
     """Collects calls with the scope each is made in."""
 
-    def __init__(self, scopes: Scopes, scope: Scope, whole_module: bool):
-        self.scopes, self.scope, self.whole_module = scopes, scope, whole_module
+    def __init__(self, scopes: Scopes, scope: Scope):
+        self.scopes, self.scope = scopes, scope
         self.calls: list[tuple[ast.Call, Scope]] = []
 
     def visit_Call(self, node: ast.Call) -> None:
@@ -311,8 +349,7 @@ class _CallFinder(ast.NodeVisitor):
         for part in (*node.decorator_list, *node.args.defaults, *node.args.kw_defaults):
             if part is not None:
                 self.visit(part)
-        if self.whole_module:
-            self._nested(node, node.body)
+        self._nested(node, node.body)
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
@@ -325,14 +362,11 @@ class _CallFinder(ast.NodeVisitor):
         for part in (*node.args.defaults, *node.args.kw_defaults):
             if part is not None:
                 self.visit(part)
-        if self.whole_module:
-            self._nested(node, [node.body])
-        else:
-            self.scopes.enter(node, self.scope)
+        self._nested(node, [node.body])
 
     def _comprehension(self, node) -> None:
         self.visit(node.generators[0].iter)
-        self._nested(node, _inside_comprehension(node))
+        self._nested(node, inside_comprehension(node))
 
     visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comprehension
 
@@ -391,7 +425,7 @@ class _FrameWalker(ast.NodeVisitor):
     def _visit_comprehension(self, node) -> None:
         self.visit(node.generators[0].iter)
         outer, self._scope = self._scope, self.scopes.enter(node, self._scope)
-        self._visit_all(_inside_comprehension(node))
+        self._visit_all(inside_comprehension(node))
         self._scope = outer
 
     visit_ListComp = visit_SetComp = visit_DictComp = _visit_comprehension
@@ -437,12 +471,12 @@ class _FrameWalker(ast.NodeVisitor):
     visit_AsyncFor = visit_For
 
     def visit_Try(self, node) -> None:
-        self._branch(node.body)
+        self._visit_all(node.body)  # the path without an exception is straight-line
         for handler in node.handlers:
             self._visit_all([handler.type])
             self._branch(handler.body)
-        self._branch(node.orelse)
-        self._branch(node.finalbody)
+        self._visit_all(node.orelse)
+        self._visit_all(node.finalbody)
 
     visit_TryStar = visit_Try
 
@@ -454,14 +488,23 @@ class _FrameWalker(ast.NodeVisitor):
 
     # -- values without a graph (NG003) ---------------------------------------------------------
 
-    def _assign(self, statement: ast.stmt, targets: list[ast.expr], value: ast.expr | None) -> None:
+    def _region_computing(self, value: ast.expr | None) -> GradModeChange | None:
+        """The region in which `value` is computed here, if it certainly gets no graph."""
         state = self._frame.state
         region = state.inference_region if state.inference else state.grad_region
-        computed_here = state.graph_recorded is False and region is not None and _is_operation(value)
+        return region if state.graph_recorded is False and region is not None and _is_operation(value) else None
+
+    def _assign(self, statement: ast.stmt, targets: list[ast.expr], value: ast.expr | None) -> None:
+        region = self._region_computing(value)
+        blocks = tuple(self._frame.blocks)
+        graphless = _GraphlessValue(statement, region, blocks) if region is not None else None
+        if region is None and isinstance(value, ast.Call) and isinstance(value.func, (ast.Name, ast.Attribute)) \
+                and len(targets) == 1 and isinstance(targets[0], ast.Name):
+            graphless = _GraphlessValue(statement, None, blocks, value.func, self._scope)  # `y = evaluate(b)`
         for target in targets:
             for name in _assigned_names(target):
-                if computed_here:
-                    self._frame.graphless[name] = _GraphlessValue(statement, region, tuple(self._frame.blocks))
+                if graphless is not None:
+                    self._frame.graphless[name] = graphless
                 else:
                     self._frame.graphless.pop(name, None)
             if isinstance(target, (ast.Attribute, ast.Subscript)):
@@ -517,8 +560,24 @@ class _FrameWalker(ast.NodeVisitor):
             name = output is not None and self._graphless_root(output)
             if name:
                 value = self._frame.graphless[name]
-                self.model.graphless_backwards.append(GraphlessBackward(call, name, value.assigned_at, value.region))
+                if value.region is not None:
+                    self.model.graphless_backwards.append(
+                        GraphlessBackward(call, name, value.assigned_at, value.region))
+                else:
+                    self.model.backwards_through_calls.append(
+                        BackwardThroughCall(call, name, value.assigned_at, value.callee, value.scope))
                 return
+
+    def visit_Return(self, node: ast.Return) -> None:
+        """Record whether each return of a function hands back a value computed in a region."""
+        self._visit_all([node.value])
+        if self._frame.function is None or node.value is None:
+            return
+        region = self._region_computing(node.value)
+        name = region is None and self._graphless_root(node.value)
+        if name:
+            region = self._frame.graphless[name].region
+        self.model.returns.setdefault(self._frame.function, []).append(region)
 
     # -- transforms (NG001, NG002) --------------------------------------------------------------
 
@@ -569,7 +628,7 @@ _COMPOUND = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # what Python's tokenizer counts as a new line
 
 
-def _inside_comprehension(node) -> list:
+def inside_comprehension(node) -> list:
     """What a comprehension evaluates in its own scope: all but its first iterable, which the
     enclosing scope evaluates."""
     inside = [node.generators[0].target, *node.generators[0].ifs]

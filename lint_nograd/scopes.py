@@ -112,13 +112,20 @@ class _Binder:
                 if alias.name == "*":
                     scope.star_imports.append(module)
                 else:
-                    scope.bind(alias.asname or alias.name, node, imported=f"{module}.{alias.name}")
+                    # `from . import model` binds `.model`; `from .model import f`, `.model.f`
+                    separator = "." if node.module else ""
+                    scope.bind(alias.asname or alias.name, node, imported=f"{module}{separator}{alias.name}")
         elif isinstance(node, ast.Assign):
             single = len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
             for target in node.targets:
                 self.targets(target, node.value if single else None)
         elif isinstance(node, ast.AnnAssign):
             self.targets(node.target, node.value)
+        elif isinstance(node, (ast.For, ast.AsyncFor)) and isinstance(node.target, ast.Name) \
+                and isinstance(node.iter, (ast.Tuple, ast.List)) and node.iter.elts:
+            # `for f in (f1, f2):` binds `f` to each element in turn: one binding per element
+            for element in node.iter.elts:
+                scope.bind(node.target.id, node.target, value=element)
         elif isinstance(node, (ast.AugAssign, ast.For, ast.AsyncFor)):
             self.targets(node.target)
         elif isinstance(node, (ast.With, ast.AsyncWith)):
@@ -171,7 +178,10 @@ class Scopes:
             if bindings:
                 if scope is own_scope:
                     before = [b for b in bindings if b.position <= position]
-                    return before[-1:] or bindings
+                    if not before:
+                        return bindings
+                    # the last binding before the use; a loop over a tuple binds several at once
+                    return [b for b in before if b.node is before[-1].node]
                 return bindings
             scope = scope.parent
         return []

@@ -1,4 +1,4 @@
-"""The rules. Each module holds one idea and yields `Finding`s from the file's `SemanticModel`."""
+"""The rules. Each module holds one idea; the local ones yield `Finding`s from the file's `SemanticModel`."""
 from __future__ import annotations
 
 import ast
@@ -16,11 +16,13 @@ class Finding:
     severity: Optional[str] = None  # None: the rule's own severity
 
 
-def _all_checks() -> list[Callable[[SemanticModel, frozenset[str]], Iterable[Finding]]]:
-    from lint_nograd.checks import backward_without_graph, region_in_reached_function, transform_in_region
+def _local_checks() -> list[Callable[[SemanticModel, frozenset[str]], Iterable[Finding]]]:
+    from lint_nograd.checks import backward_without_graph, transform_in_region
 
-    return [transform_in_region.check, backward_without_graph.check, region_in_reached_function.check]
+    return [transform_in_region.check, backward_without_graph.check]
 
 
 def run(model: SemanticModel, codes: frozenset[str]) -> list[Finding]:
-    return [finding for check in _all_checks() for finding in check(model, codes) if finding.code in codes]
+    """The findings one file shows by itself; those that need the project (a region reached from
+    elsewhere, a value returned by another function) come from `engine` once it is linked."""
+    return [finding for check in _local_checks() for finding in check(model, codes) if finding.code in codes]

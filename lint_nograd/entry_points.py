@@ -1,0 +1,107 @@
+"""Every PyTorch entry point that runs a function under automatic differentiation or tracing, and
+how it reads a grad-disabling region inside that function. One row per entry point: adding one is
+adding a line here (and a test in tests/test_entry_points_torch.py that runs it).
+
+Modes:
+- "forward": forward-mode AD, which ignores grad mode (pytorch issues 78961, 128600);
+- "reverse": reverse-mode AD, which respects the region at every level;
+- "drops": a tracer that records the graph without the region (pytorch issue 62043);
+- "keeps": a tracer that keeps the region (nothing to report).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+FORWARD, REVERSE, DROPS, KEEPS = "forward", "reverse", "drops", "keeps"
+
+
+@dataclass(frozen=True)
+class EntryPoint:
+    name: str  # how messages name it
+    qualified_names: frozenset[str]
+    modes: tuple[str, ...]
+    argument: tuple[int, str]  # (position, keyword) of the function or module it runs
+    issue: str  # the pytorch issue behind the mode, for the rule pages
+    # (keyword, literal value, modes): the call's keyword switches the modes, e.g. strategy="forward-mode"
+    switch: tuple[str, object, tuple[str, ...]] | None = None
+
+    def modes_for(self, keywords: dict[str, object]) -> tuple[str, ...]:
+        if self.switch and keywords.get(self.switch[0], _MISSING) == self.switch[1]:
+            return self.switch[2]
+        return self.modes
+
+
+_MISSING = object()
+_FUNC_PREFIXES = ("torch.func", "functorch", "torch._functorch.eager_transforms", "torch._functorch.apis")
+
+
+def _func(name: str, modes: tuple[str, ...], issue: str) -> EntryPoint:
+    return EntryPoint(name, frozenset(f"{prefix}.{name}" for prefix in _FUNC_PREFIXES), modes, (0, "func"), issue)
+
+
+def _names(*names: str) -> frozenset[str]:
+    return frozenset(names)
+
+
+ENTRY_POINTS: tuple[EntryPoint, ...] = (
+    # torch.func (and functorch): each call opens a new autograd level
+    _func("grad", (REVERSE,), "reverse mode respects grad mode"),
+    _func("grad_and_value", (REVERSE,), "reverse mode respects grad mode"),
+    _func("vjp", (REVERSE,), "reverse mode respects grad mode"),
+    _func("jacrev", (REVERSE,), "reverse mode respects grad mode"),
+    _func("jvp", (FORWARD,), "78961"),
+    _func("jacfwd", (FORWARD,), "78961"),
+    _func("linearize", (FORWARD,), "78961"),
+    _func("hessian", (FORWARD, REVERSE), "78961"),  # jacfwd(jacrev(f))
+    # torch.autograd.functional: reverse mode, unless the strategy says forward-mode
+    EntryPoint("jacobian", _names("torch.autograd.functional.jacobian"), (REVERSE,), (0, "func"), "128600",
+               switch=("strategy", "forward-mode", (FORWARD,))),
+    EntryPoint("hessian", _names("torch.autograd.functional.hessian"), (REVERSE,), (0, "func"), "128600",
+               switch=("outer_jacobian_strategy", "forward-mode", (FORWARD, REVERSE))),
+    *(EntryPoint(name, _names(f"torch.autograd.functional.{name}"), (REVERSE,), (0, "func"),
+                 "double backward respects grad mode") for name in ("vjp", "jvp", "vhp", "hvp")),
+    # tracers
+    EntryPoint("symbolic_trace", _names("torch.fx.symbolic_trace", "torch.fx._symbolic_trace.symbolic_trace"),
+               (DROPS,), (0, "root"), "62043"),
+    EntryPoint("Tracer.trace", _names("torch.fx.Tracer.trace", "torch.fx._symbolic_trace.Tracer.trace"),
+               (DROPS,), (0, "root"), "62043"),
+    EntryPoint("torch.jit.trace", _names("torch.jit.trace", "torch.jit._trace.trace"), (DROPS,), (0, "func"),
+               "62043"),
+    EntryPoint("torch.jit.trace_module", _names("torch.jit.trace_module", "torch.jit._trace.trace_module"),
+               (DROPS,), (0, "mod"), "62043"),
+    EntryPoint("make_fx", _names("torch.fx.experimental.proxy_tensor.make_fx", "functorch.make_fx",
+                                 "functorch.compile.make_fx"), (DROPS,), (0, "f"), "62043",
+               switch=("pre_dispatch", True, (KEEPS,))),  # pre_dispatch records _set_grad_enabled
+    *(EntryPoint(name, _names(f"torch.ao.quantization.quantize_fx.{name}", f"torch.quantization.quantize_fx.{name}"),
+                 (DROPS,), (0, "model"), "62043") for name in ("prepare_fx", "prepare_qat_fx")),
+    EntryPoint("create_feature_extractor",
+               _names("torchvision.models.feature_extraction.create_feature_extractor"), (DROPS,), (0, "model"),
+               "62043"),
+    EntryPoint("torch.compile", _names("torch.compile"), (KEEPS,), (0, "model"), "Dynamo keeps grad-mode changes"),
+    EntryPoint("torch.export.export", _names("torch.export.export", "torch.export._trace.export"), (KEEPS,),
+               (0, "mod"), "export wraps them in wrap_with_set_grad_enabled"),
+    EntryPoint("torch.jit.script", _names("torch.jit.script"), (KEEPS,), (0, "obj"), "TorchScript compiles no_grad"),
+)
+
+BY_QUALIFIED_NAME: dict[str, EntryPoint] = {name: entry for entry in ENTRY_POINTS for name in entry.qualified_names}
+
+# Inside `with torch.autograd.forward_ad.dual_level():`, code that works on duals from `make_dual` is
+# differentiated in forward mode, which ignores a region there (pytorch issue 78961).
+DUAL_LEVEL = frozenset({"torch.autograd.forward_ad.dual_level"})
+MAKE_DUAL = frozenset({"torch.autograd.forward_ad.make_dual"})
+# `functional_call(module, params, args)` calls `module`.
+FUNCTIONAL_CALL = frozenset({"torch.func.functional_call", "torch._functorch.functional_call.functional_call",
+                             "torch.nn.utils.stateless.functional_call", "functorch.functional_call"})
+TRACER_CLASSES = frozenset({"torch.fx.Tracer", "torch.fx._symbolic_trace.Tracer"})
+
+# The last names of every entry point, as code spells them: the text a file needs to apply one.
+WORDS = frozenset({name.rpartition(".")[2] for entry in ENTRY_POINTS for name in entry.qualified_names}
+                  | {"dual_level"})
+
+
+def entry_point(qualified_names: frozenset[str]) -> EntryPoint | None:
+    for name in qualified_names:
+        entry = BY_QUALIFIED_NAME.get(name)
+        if entry is not None:
+            return entry
+    return None

@@ -1,0 +1,495 @@
+"""The summary of one file: what other files need to know of it, as plain data that is cached.
+
+Built once per file from its `SemanticModel`: the functions, methods and classes it defines, with
+their grad-disabled regions; what each function calls or passes on; which transforms and tracers
+it applies to what; what its imports bind. No `ast` node survives: names are turned into *refs*,
+which the project (`project.py`) resolves across modules.
+
+Refs are tuples:
+    ("fn", name)          a function of this module, by qualified name (`loss`, `Net.forward`)
+    ("cls", name)         a class of this module
+    ("imp", "a.b.c")      what an import binds (`..model.loss` when relative)
+    ("param", fn, name)   a parameter of a function of this module
+    ("attr", ref, name)   an attribute: a method of a class, a submodule, ...
+    ("inst", ref)         an instance of a class (calling it runs `forward`)
+    ("call", ref)         what calling `ref` returns (an instance, when `ref` is a class)
+    ("wrap", ref)         a wrapper that runs `ref` when called: `vmap(f)`, `partial(f, a)`, `grad(f)`
+"""
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Optional
+
+from lint_nograd import api, entry_points
+from lint_nograd.model import SemanticModel, inside_comprehension
+from lint_nograd.scopes import Binding, Scope
+
+Ref = tuple
+MODULE_BODY = ""  # the name under which the module's own code is summarised, like a function's
+
+# Methods of a module that return the module itself: `Net().eval()` is still the `Net` instance.
+_RETURN_THE_MODULE = frozenset({"eval", "train", "to", "cpu", "cuda", "float", "half", "double", "bfloat16",
+                                "requires_grad_", "to_empty", "share_memory", "apply"})
+_MAX_DEPTH = 8
+
+
+@dataclass(frozen=True)
+class Span:
+    """Where something is, ready to report: 1-based rows, character columns, and the first line."""
+
+    row: int
+    col: int
+    end_row: int
+    end_col: int
+    line: str
+
+
+@dataclass
+class Source:
+    """A transform or tracer applied to something: `jacfwd(loss)`, `symbolic_trace(Net())`."""
+
+    entry: str  # the name of the entry point (entry_points.ENTRY_POINTS)
+    modes: tuple[str, ...]
+    targets: tuple[Ref, ...]  # what it runs
+    span: Span
+    text: str  # `jacfwd(loss)`, for messages
+    receivers: tuple[Ref, ...] = ()  # `tracer.trace(m)`: a finding only if `tracer` is a torch.fx.Tracer
+
+
+@dataclass
+class CallSite:
+    """A call that passes something callable: `hvp(energy, x, v)`, for helpers' parameters."""
+
+    callees: tuple[Ref, ...]
+    args: tuple[tuple[Ref, ...], ...]  # the refs of each positional argument
+    keywords: dict[str, tuple[Ref, ...]]
+    span: Span
+    text: str
+
+
+@dataclass
+class Function:
+    params: tuple[str, ...]  # positional parameters, `self` included
+    kwonly: tuple[str, ...] = ()
+    calls: tuple[Ref, ...] = ()  # what its body calls, each once
+    call_sites: list[CallSite] = field(default_factory=list)
+    sources: list[Source] = field(default_factory=list)
+    returns_region: Optional[Span] = None  # every return hands back a value computed in this region
+    returns_api: str = ""
+
+
+@dataclass
+class Class:
+    bases: tuple[tuple[Ref, ...], ...]
+    methods: dict[str, str]  # method name -> function name
+    attributes: dict[str, tuple[Ref, ...]]  # `self.block = Block()`, class-level assignments
+
+
+@dataclass
+class Region:
+    function: Optional[str]  # the function whose body it is in (None at module level)
+    api: str  # `no_grad`, `set_grad_enabled(False)`, `inference_mode`
+    inference: bool
+    span: Span
+    dual_level: Optional[Span] = None  # inside `with dual_level():` that makes duals: forward mode
+
+
+@dataclass
+class BackwardSite:
+    """`y.backward()` after `y = f(...)`: NG003 if `f` returns a value computed in a region."""
+
+    callees: tuple[Ref, ...]
+    callee_text: str
+    name: str
+    assigned_row: int
+    span: Span
+
+
+@dataclass
+class ModuleSummary:
+    functions: dict[str, Function]  # MODULE_BODY for the code at the top level
+    classes: dict[str, Class]
+    names: dict[str, tuple[Ref, ...]]  # what each module-level name is bound to
+    regions: list[Region]
+    backwards: list[BackwardSite]
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "ModuleSummary":
+        """Raises KeyError, TypeError or ValueError for data of another shape."""
+        def span(d):
+            return Span(**d) if d is not None else None
+
+        def source(d):
+            return Source(d["entry"], tuple(d["modes"]), _refs(d["targets"]), span(d["span"]), d["text"],
+                          _refs(d["receivers"]))
+
+        def call_site(d):
+            return CallSite(_refs(d["callees"]), tuple(_refs(a) for a in d["args"]),
+                            {k: _refs(v) for k, v in d["keywords"].items()}, span(d["span"]), d["text"])
+
+        functions = {name: Function(tuple(f["params"]), tuple(f["kwonly"]), _refs(f["calls"]),
+                                    [call_site(c) for c in f["call_sites"]], [source(s) for s in f["sources"]],
+                                    span(f["returns_region"]), f["returns_api"])
+                     for name, f in data["functions"].items()}
+        classes = {name: Class(tuple(_refs(b) for b in c["bases"]), dict(c["methods"]),
+                               {k: _refs(v) for k, v in c["attributes"].items()})
+                   for name, c in data["classes"].items()}
+        regions = [Region(r["function"], r["api"], r["inference"], span(r["span"]), span(r["dual_level"]))
+                   for r in data["regions"]]
+        backwards = [BackwardSite(_refs(b["callees"]), b["callee_text"], b["name"], b["assigned_row"],
+                                  span(b["span"])) for b in data["backwards"]]
+        return cls(functions, classes, {k: _refs(v) for k, v in data["names"].items()}, regions, backwards)
+
+
+def display_name(name: str) -> str:
+    """A function's name as a user writes it: `<lambda>` for `<lambda>@12:8`, `f` for a second `f#2`."""
+    return re.sub(r"<lambda>@\d+:\d+", "<lambda>", name).split("#")[0]
+
+
+def _ref(value) -> Ref:
+    return tuple(_ref(part) if isinstance(part, list) else part for part in value)
+
+
+def _refs(values) -> tuple[Ref, ...]:
+    return tuple(_ref(value) for value in values)
+
+
+def column(line: str, byte_offset: int) -> int:
+    """ast counts columns in UTF-8 bytes; diagnostics count characters, from 1."""
+    return len(line.encode("utf-8")[:byte_offset].decode("utf-8", "replace")) + 1
+
+
+def span_of(node: ast.AST, lines: list[str]) -> Span:
+    line = lines[node.lineno - 1]
+    end_row = node.end_lineno or node.lineno
+    end_col = column(lines[end_row - 1], node.end_col_offset or node.col_offset)
+    return Span(node.lineno, column(line, node.col_offset), end_row, end_col, line)
+
+
+def short(node: ast.AST, limit: int = 40) -> str:
+    text = ast.unparse(node)
+    return text if len(text) <= limit else text[:limit - 4] + "...)"
+
+
+def _first_argument(call: ast.Call, position: int, keyword: str) -> ast.expr | None:
+    if len(call.args) > position and not isinstance(call.args[position], ast.Starred):
+        return call.args[position]
+    return next((k.value for k in call.keywords if k.arg == keyword), None)
+
+
+def _literal_keywords(call: ast.Call) -> dict[str, object]:
+    return {k.arg: k.value.value for k in call.keywords if k.arg and isinstance(k.value, ast.Constant)}
+
+
+def summarise(model: SemanticModel, lines: list[str]) -> ModuleSummary:
+    return _Summariser(model, lines).run()
+
+
+class _Summariser(ast.NodeVisitor):
+    """One walk over the whole module, keeping the scope and the function each call is made in."""
+
+    def __init__(self, model: SemanticModel, lines: list[str]):
+        self.model, self.scopes, self.lines = model, model.scopes, lines
+        self.functions: dict[str, Function] = {MODULE_BODY: Function(())}
+        self.classes: dict[str, Class] = {}
+        self._calls: dict[str, dict[Ref, None]] = {MODULE_BODY: {}}
+        self.scope: Scope = self.scopes.module
+        self.function = MODULE_BODY
+        self.method_class: Optional[str] = None  # the class of the method being walked, for `self.x = ...`
+        self.dual_level: list[Span] = []  # enclosing `with dual_level():` blocks that make duals
+        self.region_dual_level: dict[int, Span] = {}
+        self._refs_of: dict[int, tuple[Ref, ...]] = {}
+
+    def run(self) -> ModuleSummary:
+        for statement in self.model.module.body:
+            self.visit(statement)
+        for name, calls in self._calls.items():
+            self.functions[name].calls = tuple(calls)
+        self._graphless_returns()
+        module = self.scopes.module
+        names = {name: refs for name, bindings in module.bindings.items()
+                 if (refs := self._binding_refs(bindings, 0))}
+        return ModuleSummary(self.functions, self.classes, names, self._regions(), self._backwards())
+
+    # -- what an expression refers to -------------------------------------------------------------
+
+    def refs(self, expr: ast.expr | None, scope: Scope | None = None, depth: int = 0) -> tuple[Ref, ...]:
+        """Every ref `expr` may evaluate to; () when it is nothing a function could be."""
+        if expr is None or depth > _MAX_DEPTH:
+            return ()
+        scope = scope or self.scope
+        kind = type(expr)
+        if kind is ast.Name:
+            bindings = self.scopes.lookup(scope, expr.id, (expr.lineno, expr.col_offset))
+            if not bindings:
+                return tuple(("imp", module + ("" if module.endswith(".") else ".") + expr.id)
+                             for module in self.scopes.module.star_imports)
+            return self._binding_refs(bindings, depth)
+        if kind is ast.Attribute:
+            names = self.scopes.qualified_names(expr, scope)
+            if names:
+                return tuple(("imp", name) for name in sorted(names))
+            return tuple(("attr", base, expr.attr) for base in self.refs(expr.value, scope, depth + 1))
+        if kind is ast.Lambda:
+            return (("fn", self.model.name_of(expr)),)
+        if kind is ast.Call:
+            return self._call_refs(expr, scope, depth)
+        return ()
+
+    def _call_refs(self, call: ast.Call, scope: Scope, depth: int) -> tuple[Ref, ...]:
+        func = call.func
+        names = self.scopes.qualified_names(func, scope)
+        entry = entry_points.entry_point(names)
+        if entry is not None or names & (api.VMAP | api.PARTIAL):
+            position, keyword = entry.argument if entry else (0, "func")
+            return tuple(("wrap", ref) for ref in self.refs(_first_argument(call, position, keyword), scope, depth + 1))
+        if isinstance(func, ast.Attribute) and func.attr in _RETURN_THE_MODULE and not names:
+            return self.refs(func.value, scope, depth + 1)  # `Net().eval()`
+        return tuple(("call", ref) for ref in self.refs(func, scope, depth + 1))
+
+    def _binding_refs(self, bindings: list[Binding], depth: int) -> tuple[Ref, ...]:
+        found: list[Ref] = []
+        for binding in bindings:
+            node = binding.node
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                found.append(("fn", self.model.name_of(node)))
+            elif isinstance(node, ast.ClassDef):
+                found.append(("cls", self.model.name_of(node)))
+            elif binding.imported:
+                found.append(("imp", binding.imported))
+            elif isinstance(node, ast.arg):
+                found += self._parameter_refs(binding)
+            elif binding.value is not None:
+                found += self.refs(binding.value, binding.scope, depth + 1)
+        return tuple(dict.fromkeys(found))
+
+    def _parameter_refs(self, binding: Binding) -> list[Ref]:
+        function = binding.scope.node
+        name = self.model.name_of(function)
+        method = self._method_kind(function)
+        if method in ("method", "classmethod") and _positional(function)[:1] == [binding.node]:
+            cls = self.model.name_of(binding.scope.parent.node)
+            return [("inst", ("cls", cls)) if method == "method" else ("cls", cls)]  # `self`, `cls`
+        return [("param", name, binding.name)]
+
+    def _method_kind(self, function: ast.AST) -> str | None:
+        scope = self.scopes.of.get(function)
+        if not (scope and scope.parent and scope.parent.is_class) or isinstance(function, ast.Lambda):
+            return None
+        for decorator in function.decorator_list:
+            if isinstance(decorator, ast.Name) and decorator.id in ("staticmethod", "classmethod"):
+                return decorator.id
+        return "method"
+
+    # -- definitions --------------------------------------------------------------------------------
+
+    def _enter_function(self, node: ast.AST, body: list) -> None:
+        name = self.model.name_of(node)
+        args = node.args
+        self.functions[name] = Function(tuple(a.arg for a in _positional(node)),
+                                        tuple(a.arg for a in args.kwonlyargs))
+        self._calls[name] = {}
+        outer = (self.scope, self.function, self.method_class, self.dual_level)
+        self.scope = self.scopes.enter(node, self.scope)
+        self.function = name
+        self.dual_level = []  # the body runs when called, not where it is defined
+        kind = self._method_kind(node)
+        self.method_class = self.model.name_of(outer[0].node) if kind == "method" else None
+        for statement in body:
+            self.visit(statement)
+        self.scope, self.function, self.method_class, self.dual_level = outer
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        for part in (*node.decorator_list, *node.args.defaults, *node.args.kw_defaults):
+            if part is not None:
+                self.visit(part)
+        target = ("fn", self.model.name_of(node))
+        for decorator in node.decorator_list:  # `@jacfwd`, `@partial(jacfwd, argnums=1)`
+            self._decorator_source(decorator, target)
+        self._enter_function(node, node.body)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def _decorator_source(self, decorator: ast.expr, target: Ref) -> None:
+        call = decorator if isinstance(decorator, ast.Call) else None
+        names = self.scopes.qualified_names(call.func if call else decorator, self.scope)
+        if call and names & api.PARTIAL and call.args:  # partial(jacfwd, argnums=1)
+            names = self.scopes.qualified_names(call.args[0], self.scope)
+        entry = entry_points.entry_point(names)
+        if entry is not None:
+            modes = entry.modes_for(_literal_keywords(call) if call else {})
+            self._add_source(entry.name, modes, (target,), decorator)
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        for part in (*node.args.defaults, *node.args.kw_defaults):
+            if part is not None:
+                self.visit(part)
+        self._enter_function(node, [node.body])
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        for part in (*node.decorator_list, *node.bases, *node.keywords):
+            self.visit(part)
+        name = self.model.name_of(node)
+        methods = {s.name: self.model.name_of(s) for s in node.body
+                   if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        self.classes[name] = Class(tuple(self.refs(base) for base in node.bases), methods, {})
+        outer = (self.scope, self.method_class)
+        self.scope, self.method_class = self.scopes.enter(node, self.scope), None
+        for statement in node.body:
+            if isinstance(statement, ast.Assign):
+                for target in statement.targets:
+                    if isinstance(target, ast.Name):
+                        self._attribute(name, target.id, statement.value)
+            self.visit(statement)
+        self.scope, self.method_class = outer
+
+    def _attribute(self, cls: str, attribute: str, value: ast.expr) -> None:
+        refs = self.refs(value)
+        if refs:
+            known = self.classes[cls].attributes.get(attribute, ())
+            self.classes[cls].attributes[attribute] = tuple(dict.fromkeys(known + refs))
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        self.generic_visit(node)
+        if self.method_class is not None:  # `self.block = Block()`
+            for target in node.targets:
+                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                        and self.refs(target.value) == (("inst", ("cls", self.method_class)),):
+                    self._attribute(self.method_class, target.attr, node.value)
+
+    def _comprehension(self, node) -> None:
+        self.visit(node.generators[0].iter)
+        outer, self.scope = self.scope, self.scopes.enter(node, self.scope)
+        for part in inside_comprehension(node):
+            if part is not None:
+                self.visit(part)
+        self.scope = outer
+
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comprehension
+
+    # -- forward mode inside `with dual_level():` ---------------------------------------------------
+
+    def visit_With(self, node: ast.With | ast.AsyncWith) -> None:
+        for item in node.items:
+            self.visit(item.context_expr)
+            if item.optional_vars is not None:
+                self.visit(item.optional_vars)
+            change = self.model.change_at(item.context_expr)
+            if change is not None and change.disables_grad and self.dual_level:
+                self.region_dual_level[id(change.expr)] = self.dual_level[-1]
+        dual = any(self._names(item.context_expr) & entry_points.DUAL_LEVEL for item in node.items) \
+            and self._makes_duals(node.body)
+        if dual:
+            self.dual_level.append(span_of(node, self.lines))
+        for statement in node.body:
+            self.visit(statement)
+        if dual:
+            self.dual_level.pop()
+
+    visit_AsyncWith = visit_With
+
+    def _names(self, expr: ast.expr) -> frozenset[str]:
+        return self.scopes.qualified_names(expr.func if isinstance(expr, ast.Call) else expr, self.scope)
+
+    def _makes_duals(self, body: list[ast.stmt]) -> bool:
+        return any(isinstance(node, ast.Call) and self._names(node) & entry_points.MAKE_DUAL
+                   for statement in body for node in ast.walk(statement))
+
+    # -- calls ------------------------------------------------------------------------------------------
+
+    def visit_Call(self, node: ast.Call) -> None:
+        self.generic_visit(node)
+        func = node.func
+        names = self.scopes.qualified_names(func, self.scope)
+        entry = entry_points.entry_point(names)
+        if entry is not None:
+            position, keyword = entry.argument
+            targets = self.refs(_first_argument(node, position, keyword))
+            if entry.name == "torch.jit.trace_module":
+                targets += self._traced_methods(node, targets)
+            self._add_source(entry.name, entry.modes_for(_literal_keywords(node)), targets, node)
+            return
+        if names & entry_points.FUNCTIONAL_CALL:
+            callees = self.refs(_first_argument(node, 0, "module"))  # functional_call(module, ...) calls it
+        elif isinstance(func, ast.Attribute) and func.attr == "trace" and not names:
+            receivers = self.refs(func.value)  # `Tracer().trace(model)`, checked when linked
+            if receivers:
+                self._add_source("Tracer.trace", (entry_points.DROPS,), self.refs(_first_argument(node, 0, "root")),
+                                 node, receivers)
+            return
+        else:
+            callees = self.refs(func)
+        if not callees:
+            return
+        calls = self._calls[self.function]
+        for ref in callees:
+            calls[ref] = None
+        if self.dual_level:  # `f(dual)` inside `with dual_level():` runs `f` in forward mode
+            self._add_source("dual_level", (entry_points.FORWARD,), callees, node)
+        args = tuple(self.refs(arg) if not isinstance(arg, ast.Starred) else () for arg in node.args)
+        keywords = {k.arg: refs for k in node.keywords if k.arg and (refs := self.refs(k.value))}
+        if any(args) or keywords:
+            self.functions[self.function].call_sites.append(
+                CallSite(callees, args, keywords, span_of(node, self.lines), short(node)))
+
+    def _traced_methods(self, call: ast.Call, modules: tuple[Ref, ...]) -> tuple[Ref, ...]:
+        """`trace_module(m, {"forward": x, "infer": y})` runs `m.infer` too."""
+        inputs = _first_argument(call, 1, "inputs")
+        if not isinstance(inputs, ast.Dict):
+            return ()
+        methods = [key.value for key in inputs.keys if isinstance(key, ast.Constant) and isinstance(key.value, str)]
+        return tuple(("attr", module, method) for module in modules for method in methods if method != "forward")
+
+    def _add_source(self, entry: str, modes: tuple[str, ...], targets: tuple[Ref, ...], node: ast.AST,
+                    receivers: tuple[Ref, ...] = ()) -> None:
+        if not targets or entry_points.KEEPS in modes:
+            return
+        if entry == "dual_level":  # reported at the `with`, which is where forward mode starts
+            span, text = self.dual_level[-1], "dual_level()"
+        else:
+            span, text = span_of(node, self.lines), short(node)
+        self.functions[self.function].sources.append(Source(entry, modes, targets, span, text, receivers))
+
+    # -- regions, returns, backward ---------------------------------------------------------------
+
+    def _regions(self) -> list[Region]:
+        return [Region(self.model.name_of(region.function) if region.function is not None else None,
+                       region.describe(), region.api == "inference_mode", span_of(region.expr, self.lines),
+                       self.region_dual_level.get(id(region.expr)))
+                for region in self.model.regions]
+
+    def _graphless_returns(self) -> None:
+        for function, regions in self.model.returns.items():
+            if all(regions) and not isinstance(function, ast.AsyncFunctionDef) and not _is_generator(function):
+                summary = self.functions[self.model.name_of(function)]
+                summary.returns_region = span_of(regions[0].expr, self.lines)
+                summary.returns_api = regions[0].describe()
+
+    def _backwards(self) -> list[BackwardSite]:
+        sites = []
+        for backward in self.model.backwards_through_calls:
+            callees = self.refs(backward.callee, backward.scope)
+            if callees:
+                sites.append(BackwardSite(callees, short(backward.callee), backward.name,
+                                          backward.assigned_at.lineno, span_of(backward.call, self.lines)))
+        return sites
+
+
+def _positional(function: ast.AST) -> list[ast.arg]:
+    return [*function.args.posonlyargs, *function.args.args]
+
+
+def _is_generator(function: ast.AST) -> bool:
+    nested = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+    stack = list(function.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Yield, ast.YieldFrom)):
+            return True
+        stack += [child for child in ast.iter_child_nodes(node) if not isinstance(child, nested)]
+    return False
