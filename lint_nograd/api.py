@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 # Grad-mode context managers. `torch.autograd.grad_mode` is where they are defined.
 _GRAD_MODE_MODULES = ("torch", "torch.autograd", "torch.autograd.grad_mode")
@@ -52,31 +53,85 @@ def transform_name(qualified_names: frozenset[str]) -> str | None:
 _TEXT_NEEDED = {
     "transform": ((b"func", re.compile(rb"functorch|\bfunc\b")),
                   (b"", re.compile(rb"\b(?:grad|grad_and_value|vjp|jvp|jacrev|jacfwd|hessian|linearize)\b"))),
-    "tracer": ((b"trace", re.compile(rb"symbolic_trace|\btrace\b")),),
+    "functional": ((b"functional", re.compile(rb"\b(?:jacobian|hessian|vjp|jvp|vhp|hvp)\b")),),
+    "dual": ((b"dual_level", None),),
+    "tracer": ((b"trace", re.compile(rb"symbolic_trace|\btrace\b|trace_module")),),
     "make_fx": ((b"make_fx", None),),
+    "fx_based": ((b"", re.compile(rb"prepare_fx|prepare_qat_fx|create_feature_extractor")),),
     "backward": ((b"backward", None),),
     "autograd": ((b"autograd", None),),
 }
 _RULE_NEEDS = {  # a rule is possible when one of its families of words is in the text
     "NG001": ("transform",), "NG002": ("transform",), "NG003": ("backward", "autograd"),
-    "NG004": ("transform",), "NG005": ("tracer", "make_fx"), "NG006": ("transform",),
+    "NG004": ("transform", "functional", "dual"), "NG005": ("tracer", "make_fx", "fx_based"),
+    "NG006": ("transform", "functional"),
 }
+# The families of words a file needs to apply any transform or tracer (entry_points.ENTRY_POINTS).
+_APPLIES = ("transform", "functional", "dual", "tracer", "make_fx", "fx_based")
 
 
 def names_grad_disabling_api(data: bytes) -> bool:
     return any(word.encode() in data for word in GRAD_DISABLING_WORDS)
 
 
+def _has(data: bytes, family: str) -> bool:
+    return all(word in data and (pattern is None or pattern.search(data)) for word, pattern in _TEXT_NEEDED[family])
+
+
 def possible_codes(data: bytes, codes: frozenset[str]) -> frozenset[str]:
-    """The codes among `codes` that can have a finding in a file with this text (NG000 only
-    alongside another one: a file no rule can apply to is not parsed)."""
+    """The codes among `codes` that can have a finding in a file with this text, the file alone
+    (NG000 only alongside another one: a file no rule can apply to is not parsed)."""
     found: dict[str, bool] = {}
 
     def has(family: str) -> bool:
         if family not in found:
-            found[family] = all(word in data and (pattern is None or pattern.search(data))
-                                for word, pattern in _TEXT_NEEDED[family])
+            found[family] = _has(data, family)
         return found[family]
 
     possible = frozenset(code for code in codes if code in _RULE_NEEDS and any(map(has, _RULE_NEEDS[code])))
     return possible | (codes & {"NG000"}) if possible else possible
+
+
+@dataclass(frozen=True)
+class TextIndex:
+    """What a file's text says without parsing it: enough to tell which files the project needs."""
+
+    regions: bool  # it names a grad-disabling API
+    applies: bool  # it may apply a transform or a tracer
+    backward: bool  # it may call backward
+    imports: tuple[str, ...]  # the modules its imports name, relative ones with their dots
+
+    def to_json(self) -> list:
+        return [self.regions, self.applies, self.backward, list(self.imports)]
+
+    @classmethod
+    def from_json(cls, data: list) -> "TextIndex":
+        regions, applies, backward, imports = data
+        if not all(isinstance(flag, bool) for flag in (regions, applies, backward)) or \
+                not all(isinstance(name, str) for name in imports):
+            raise TypeError("not a text index")
+        return cls(regions, applies, backward, tuple(imports))
+
+
+# `import a.b as c, d` and `from .a import (b, c)`: the names of modules an import statement may bind
+_IMPORT = re.compile(rb"^[ \t]*(?:from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\r\n;#]*)"
+                     rb"|import[ \t]+([^\r\n;#]*))", re.MULTILINE)
+
+
+def text_index(data: bytes) -> TextIndex:
+    imports: dict[str, None] = {}
+    if b"import" in data:
+        for match in _IMPORT.finditer(data):
+            module, names, plain = match.groups()
+            if plain is not None:
+                for part in plain.decode("utf-8", "replace").split(","):
+                    if part.split():
+                        imports[part.split()[0]] = None
+                continue
+            base = module.decode("utf-8", "replace")
+            imports[base] = None
+            separator = "" if base.endswith(".") else "."
+            for name in re.findall(r"\w+", names.decode("utf-8", "replace").replace(" as ", " , ")):
+                imports[base + separator + name] = None
+    return TextIndex(names_grad_disabling_api(data), any(_has(data, family) for family in _APPLIES),
+                     _has(data, "backward") or _has(data, "autograd"), tuple(imports))

@@ -5,9 +5,7 @@ Exit status: 0 nothing found, 1 findings, 2 a usage, configuration or I/O error.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import difflib
-import gc
 import os
 import sys
 from collections.abc import Sequence
@@ -17,41 +15,34 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from lint_nograd import __version__, engine, output
-from lint_nograd.cache import FOLDER_NAME, Cache, cache_version, file_status
+from lint_nograd import __version__, engine, output, runner
+from lint_nograd.cache import FOLDER_NAME, Cache
 from lint_nograd.config import (
     DEFAULT_SELECT,
     ConfigError,
     RuleSelection,
     expand_selectors,
     load_config,
+    project_root,
     select_rules,
 )
 from lint_nograd.diagnostics import Diagnostic
 from lint_nograd.notebook import NotebookError
 from lint_nograd.files import DEFAULT_EXCLUDE, compile_patterns, discover, is_valid_pattern
 from lint_nograd.registry import RULES
+from lint_nograd.runner import PARALLEL_MIN_FILES, Job
 from lint_nograd.write import WriteError, replace_file
 
 PROG = "lint-nograd"
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
-# Starting worker processes costs more than checking a few dozen files in this one.
-PARALLEL_MIN_FILES = 32
-CHUNK_FILES = 32  # files a worker gets at once: few enough to balance the load, enough to cut messages
-
-
-@dataclass(frozen=True)
-class Job:
-    path: Path
-    display_path: str
-    codes: frozenset[str]
-    data: bytes | None = None  # the source, when it comes from standard input
 
 
 @dataclass
 class Plan:
-    root: Path = Path(".")  # the project root: where the configuration was found
+    root: Path = Path(".")  # where the configuration was found: the cache lives there
     jobs: list[Job] = field(default_factory=list)
+    project_files: list[tuple[Path, str]] = field(default_factory=list)  # (path, shown) of the whole project
+    import_roots: list[Path] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # reported after the run; exit 2
     warnings: list[str] = field(default_factory=list)
 
@@ -165,14 +156,10 @@ def plan_jobs(options: argparse.Namespace, cwd: Path | None = None) -> Plan:
                    if globs is not None)
     respect_gitignore = (config.respect_gitignore if options.respect_gitignore is None
                          else options.respect_gitignore)
-    found = discover(
-        [options.stdin_filename] if options.stdin_filename else options.paths or ["."],
-        root=config.root,
-        exclude=compile_patterns([*exclude, *config.extend_exclude, *options.extend_exclude]),
-        respect_gitignore=respect_gitignore,
-        cwd=cwd,
-        force_exclude=options.force_exclude,
-    )
+    given = [options.stdin_filename] if options.stdin_filename else options.paths or ["."]
+    patterns = compile_patterns([*exclude, *config.extend_exclude, *options.extend_exclude])
+    found = discover(given, root=config.root, exclude=patterns, respect_gitignore=respect_gitignore, cwd=cwd,
+                     force_exclude=options.force_exclude)
     if options.stdin_filename:  # the name need not exist: it says how to treat the source
         path = Path(os.path.abspath(cwd / options.stdin_filename))
         named = [(path, options.stdin_filename)] if found.files or found.missing else []
@@ -182,6 +169,14 @@ def plan_jobs(options: argparse.Namespace, cwd: Path | None = None) -> Plan:
         errors=[f"path does not exist: {path}" for path in found.missing],
         warnings=[f"cannot read folder {folder}" for folder in found.unreadable],
     )
+    # the project the given files belong to: its other files are read for what they define and call
+    root = project_root(config, [] if options.stdin_filename else given, cwd, options.isolated)
+    plan.import_roots = [Path(os.path.normpath(root / src)) for src in config.src]
+    if [Path(os.path.abspath(cwd / path)) for path in given] == [root]:
+        plan.project_files = list(found.files)
+    else:
+        plan.project_files = discover([str(root)], root=config.root, exclude=patterns,
+                                      respect_gitignore=respect_gitignore, cwd=cwd).files
     stdin = sys.stdin.buffer.read() if options.stdin_filename else None
     for path, shown in found.files:
         file_codes = codes - config.ignored_codes(path)
@@ -190,98 +185,9 @@ def plan_jobs(options: argparse.Namespace, cwd: Path | None = None) -> Plan:
     return plan
 
 
-def run_jobs(jobs: Sequence[Job], workers: int, cache_folder: Path | None) -> tuple[list[Diagnostic], list[str]]:
-    """Check every job; returns findings and errors.
-
-    Files whose status the cache knows are answered here, without reading them. The others go out
-    in small chunks, to worker processes when there are enough of them to be worth starting:
-    each worker reads its files, applies the exact gate and parses only what the cache does not
-    know by content. This process merges the results and saves the cache.
-    """
-    cache = Cache(cache_folder)
-    found: list[Diagnostic] = []
-    errors: list[str] = []
-    unknown = []
-    for job in jobs:
-        known = cache.known(job.path, job.display_path, job.codes) if job.data is None else None
-        if known is None:
-            unknown.append(job)
-        else:
-            found += known
-    unknown.sort(key=_size, reverse=True)  # the largest first: no long file left for the end
-    chunks = [unknown[start:start + CHUNK_FILES] for start in range(0, len(unknown), CHUNK_FILES)]
-    with _Workers(workers if len(unknown) > PARALLEL_MIN_FILES else 1) as pool:
-        results = [(chunk, pool.submit(check_chunk, chunk, cache_folder,
-                                       if_worker_stops=[(None, "", [], _stopped(chunk))] * len(chunk)))
-                   for chunk in chunks]
-        for chunk, result in results:
-            for job, (status, content_key, diagnostics, error) in zip(chunk, result()):
-                if error is not None:
-                    errors.append(error)
-                    continue
-                cache.put(job.path, status, job.codes, content_key, diagnostics)
-                found += diagnostics
-    cache.save()
-    return sorted(found, key=lambda d: d.sort_key), errors
-
-
-def _size(job: Job) -> int:
-    try:
-        return len(job.data) if job.data is not None else job.path.stat().st_size
-    except OSError:
-        return 0  # reported when it is read
-
-
 def _stopped(jobs: Sequence[Job]) -> str:
     names = ", ".join(job.display_path for job in jobs)
     return f"a worker process stopped unexpectedly; not checked: {names}"
-
-
-def check_chunk(jobs: Sequence[Job], cache_folder: Path | None):
-    """For each job: (file status, content key, findings, error)."""
-    cache = _process_cache(cache_folder)
-    results = []
-    with _collecting_garbage_once():
-        for job in jobs:
-            status = file_status(job.path) if job.data is None else None  # before reading: never newer
-            try:
-                data = job.data if job.data is not None else job.path.read_bytes()
-            except OSError as error:  # removed since it was found, a broken link, a folder, ...
-                results.append((None, "", [], f"cannot read {job.display_path}: {error.strerror or error}"))
-                continue
-            content_key = cache.content_key(data, job.codes)
-            found = cache.get(content_key, job.display_path)
-            error = None
-            if found is None:
-                codes = engine.codes_to_check(data, job.codes)
-                found, error = check_pending(data, job.display_path, codes) if codes else ([], None)
-            results.append((status, content_key, found, error))
-    return results
-
-
-@contextlib.contextmanager
-def _collecting_garbage_once():
-    """Parsing makes many objects and no reference cycles: the collector, run again and again
-    over every syntax tree, would cost a fifth of the time. Collect once at the end, over only
-    what is new: what existed before (modules, the cache) is frozen for the rest of this process."""
-    gc.freeze()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-        gc.collect()
-
-
-def _process_cache(folder: Path | None) -> Cache:
-    """The cache as read by this process, read again only when the file changed since."""
-    version = folder and cache_version(folder)
-    if folder not in _read_caches or _read_caches[folder][0] != version:
-        _read_caches[folder] = (version, Cache(folder))
-    return _read_caches[folder][1]
-
-
-_read_caches: dict[Path | None, tuple[object, Cache]] = {}
 
 
 def _gated(jobs: Sequence[Job], errors: list[str]):
@@ -362,8 +268,8 @@ def run_check(options: argparse.Namespace) -> int:
     for warning in plan.warnings:
         _report("warning", warning)
     cache_folder = None if options.no_cache else Path(options.cache_dir or plan.root / FOLDER_NAME).absolute()
-    diagnostics, failures = run_jobs(plan.jobs, _workers(options), cache_folder)
-    return _finish(options, diagnostics, plan.errors + failures)
+    outcome = runner.check(plan.jobs, plan.project_files, plan.import_roots, _workers(options), Cache(cache_folder))
+    return _finish(options, outcome.diagnostics, plan.errors + outcome.errors)
 
 
 def run_fix(options: argparse.Namespace) -> int:

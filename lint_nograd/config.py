@@ -64,6 +64,7 @@ class Config:
     extend_exclude: tuple[str, ...] = ()
     per_file_ignores: tuple[PerFileIgnore, ...] = ()
     respect_gitignore: bool = True
+    src: tuple[str, ...] = (".", "src")  # the import roots, relative to the project root (as ruff's `src`)
 
     def ignored_codes(self, path: Path) -> frozenset[str]:
         """The codes `per-file-ignores` turns off for `path`."""
@@ -105,6 +106,21 @@ def find_config(start: Path) -> Path | None:
         if candidate.is_file() and TABLE in _tool_tables(_read_toml(candidate, start)):
             return candidate
     return None
+
+
+def project_root(config: Config, given: Sequence[str], cwd: Path, isolated: bool) -> Path:
+    """Where the project's modules are looked for, as ruff finds it: the folder of the nearest
+    pyproject.toml, else the one folder given, else the current folder."""
+    if config.path is not None:
+        return config.root
+    if not isolated:
+        for directory in (cwd, *cwd.parents):
+            if (directory / "pyproject.toml").is_file():
+                return directory
+    folders = [Path(os.path.abspath(cwd / path)) for path in given]
+    if len(folders) == 1 and folders[0].is_dir():
+        return folders[0]
+    return cwd
 
 
 def load_config(
@@ -169,11 +185,12 @@ def _parse_table(table: Any, path: Path, shown: str) -> Config:
             for glob in per_file
         ),
         respect_gitignore=respect_gitignore,
+        src=_strings(table, "src", where) if "src" in table else Config.src,
     )
 
 
 _KEYS = {"select", "extend-select", "ignore", "exclude", "extend-exclude", "per-file-ignores",
-         "respect-gitignore"}
+         "respect-gitignore", "src"}
 
 
 def _globs(globs: Sequence[str], key: str, where: str) -> tuple[str, ...]:

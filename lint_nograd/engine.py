@@ -1,4 +1,6 @@
-"""The pipeline for one file: read bytes -> cheap gate -> parse -> semantic model -> rules -> noqa.
+"""The pipeline for one file: read bytes -> cheap gate -> parse -> semantic model -> rules -> noqa;
+and the stages a project run takes each file through: its facts (local findings and summary),
+the findings linking the project gives it, and those findings finished with fixes.
 
 Checking parses with the standard library's `ast`, which is an order of magnitude faster than
 libcst; libcst is loaded only to rewrite regions (the fix of a fixable finding), where every
@@ -12,6 +14,7 @@ import io
 import re
 import tokenize
 from dataclasses import dataclass, replace
+from typing import Optional
 
 from lint_nograd import api, checks, suppression
 from lint_nograd.checks import backward_through_call
@@ -21,7 +24,7 @@ from lint_nograd.model import GradModeChange, SemanticModel
 from lint_nograd.notebook import Notebook, NotebookError
 from lint_nograd.project import ModuleEntry, Project
 from lint_nograd.registry import RULES
-from lint_nograd.summary import ModuleSummary, Region, Span, display_name, span_of, summarise
+from lint_nograd.summary import ModuleSummary, Span, display_name, span_of, summarise
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # what Python's tokenizer counts as a new line
 
@@ -96,112 +99,142 @@ def check_source(data: bytes, display_path: str, codes: frozenset[str]) -> list[
     """Check one file on its own, as the flake8 plugin and `fix` on standard input do: the project
     is this file alone."""
     if display_path.endswith(".ipynb"):
-        return _check_notebook(data, display_path, codes)
+        return _in_cells(data, display_path, lambda source: check_source(source, display_path + ".py", codes))
     codes = codes_to_check(data, codes)
     return analyse(data, display_path, codes) if codes else []
 
 
-@dataclass
-class Link:
-    """The linked project, as one file of it sees it."""
-
-    project: Project
-    module: str  # this file's module
-    given: frozenset[str]  # the modules whose files are being checked: a region elsewhere is reported here
-
-    def reported_here(self) -> list[tuple[str, Region]]:
-        """The reached regions of modules not given whose reaching call is in this file."""
-        return self.project.reported_in(self.given).get(self.module, [])
-
-
-def analyse(data: bytes, display_path: str, codes: frozenset[str], link: Link | None = None) -> list[Diagnostic]:
-    """Parse and check a Python file without the gate (tests compare the two). Without `link`, the
-    project is this file alone."""
-    try:
-        parsed = parse(data)
-        model = SemanticModel(parsed.tree, parsed.text)
-        summary = summarise(model, parsed.lines) if link is None else None
-    except ParseError as error:
-        return [_parse_error(error.message, error.row, error.col, display_path)] if "NG000" in codes else []
-    except RecursionError:
-        message = "cannot analyse: the code is nested too deeply"
-        return [_parse_error(message, 1, 1, display_path)] if "NG000" in codes else []
-    if link is None:
-        link = alone(summary)
-    findings = checks.run(model, codes)
-    diagnostics = [to_diagnostic(finding, parsed, display_path) for finding in findings]
-    region_findings = region_findings_of(model, link, codes, display_path)
-    diagnostics += [diagnostic for _, diagnostic in region_findings]
-    diagnostics += _linked_findings(link, codes, display_path)
-    if region_findings and codes & FIXABLE_CODES:
-        diagnostics = _with_fixes(diagnostics, region_findings, parsed, model)
-    if not diagnostics:
-        return []
-    return sorted(suppression.unsuppressed(diagnostics, parsed.lines), key=lambda d: d.sort_key)
-
-
-def alone(summary: ModuleSummary) -> Link:
-    """The project of one file, linked."""
-    project = Project({ALONE: ModuleEntry(ALONE, "", summary=summary, loaded=True)})
+def analyse(data: bytes, display_path: str, codes: frozenset[str]) -> list[Diagnostic]:
+    """Parse and check a Python file without the gate (tests compare the two), as a project of one."""
+    facts, parsed, model = _facts(data, display_path, codes)
+    if facts.summary is None:
+        return facts.local
+    project = Project({ALONE: ModuleEntry(ALONE, display_path, summary=facts.summary, loaded=True)})
     project.link([ALONE])
-    return Link(project, ALONE, frozenset({ALONE}))
+    found = linked(project, ALONE, frozenset({ALONE}), codes, display_path)
+    return sorted(facts.local + _finished(parsed, model, found, codes), key=lambda d: d.sort_key)
 
 
 ALONE = "<file>"  # the module name of a file checked on its own
 
 
-def region_findings_of(model: SemanticModel, link: Link, codes: frozenset[str],
-                     display_path: str) -> list[tuple[GradModeChange, Diagnostic]]:
-    project, module = link.project, link.module
+# -- the stages of a project run: facts of each file, linked findings, finished findings -------------
+
+@dataclass
+class FileFacts:
+    """What one file says by itself: the findings it shows alone, and its summary for the project."""
+
+    local: list[Diagnostic]  # with suppressions applied; in cells, for a notebook
+    summary: ModuleSummary | None  # None when the file does not parse
+
+
+def facts(data: bytes, display_path: str, codes: frozenset[str]) -> FileFacts:
+    """Parse a file and summarise it; `codes` are the local rules to check (none: only summarise)."""
+    if display_path.endswith(".ipynb"):
+        try:
+            notebook = Notebook.read(data)
+        except NotebookError as error:
+            return FileFacts([_parse_error(str(error), 1, 1, display_path)] if "NG000" in codes else [], None)
+        source = notebook.source.encode()
+        found = facts(source, display_path + ".py", codes_to_check(source, codes))
+        return FileFacts([replace(notebook.locate(d), path=display_path) for d in found.local], found.summary)
+    return _facts(data, display_path, codes)[0]
+
+
+def _facts(data: bytes, display_path: str, codes: frozenset[str]):
+    try:
+        parsed = parse(data)
+        model = SemanticModel(parsed.tree, parsed.text)
+        summary = summarise(model, parsed.lines)
+    except ParseError as error:
+        return FileFacts([_parse_error(error.message, error.row, error.col, display_path)]
+                         if "NG000" in codes else [], None), None, None
+    except RecursionError:
+        message = "cannot analyse: the code is nested too deeply"
+        return FileFacts([_parse_error(message, 1, 1, display_path)] if "NG000" in codes else [], None), None, None
+    local = [to_diagnostic(finding, parsed, display_path) for finding in checks.run(model, codes)]
+    local = sorted(suppression.unsuppressed(local, parsed.lines), key=lambda d: d.sort_key)
+    return FileFacts(local, summary), parsed, model
+
+
+Linked = tuple[Optional[int], Diagnostic]  # a finding linking gives a file, and the index of its region
+
+
+def linked(project: Project, module: str, given: frozenset[str], codes: frozenset[str],
+           display_path: str) -> list[Linked]:
+    """The findings linking gives one file: its regions that transforms or tracers reach; regions of
+    modules not `given` whose reaching call is here; backward through what another function returns.
+    Without fixes or suppressions yet: `finish` adds them, with the file's text."""
     summary = project.summary(module)
-    if summary is None or not codes & REGION_CODES:
+    if summary is None:
         return []
-    found = []
-    for region, region_summary in zip(model.regions, summary.regions):
-        finding = first_selected(region_summary, project.reach_of(module, region_summary), codes)
+    found: list[Linked] = []
+    for index, region in enumerate(summary.regions):
+        finding = first_selected(region, project.reach_of(module, region), codes)
         if finding is not None:
-            message = message_at_region(finding, region_summary, lambda r: project.describe(r, module))
-            found.append((region, _at(region_summary.span, finding.code, message, display_path, finding.severity)))
-    return found
-
-
-def _linked_findings(link: Link, codes: frozenset[str], display_path: str) -> list[Diagnostic]:
-    """Findings in this file that other modules explain: a region elsewhere reached from here
-    (reported at the reaching call), a backward through a value another function returns."""
-    project, module = link.project, link.module
-    found = []
-    for region_module, region in link.reported_here():
+            message = message_at_region(finding, region, lambda reacher: project.describe(reacher, module))
+            found.append((index, _at(region.span, finding.code, message, display_path, finding.severity)))
+    for region_module, region in project.reported_in(given).get(module, []):
         finding = first_selected(region, project.reach_of(region_module, region), codes)
         if finding is None:
             continue
         reacher = finding.reacher
-        via_module, span, text = reacher.via or (reacher.module, reacher.span, reacher.text)
-        if via_module != module:
-            continue
-        function = f"{region_module}.{display_name(region.function)}" if region.function else region_module
-        where = project.where(region_module, region.span, module)
-        found.append(_at(span, finding.code, message_at_reacher(finding, region, text, where, function),
-                         display_path, finding.severity))
-    summary = project.summary(module)
-    if "NG003" in codes and summary is not None:
+        at_module, span, text = reacher.via or (reacher.module, reacher.span, reacher.text)
+        if at_module == module:
+            function = f"{region_module}.{display_name(region.function)}" if region.function else region_module
+            where = project.where(region_module, region.span, module)
+            message = message_at_reacher(finding, region, text, where, function)
+            found.append((None, _at(span, finding.code, message, display_path, finding.severity)))
+    if "NG003" in codes:
         for site in summary.backwards:
             callee = project.graphless_callee(module, site)
             if callee is not None:
                 callee_module, function = callee
                 where = project.where(callee_module, function.returns_region, module)
-                found.append(_at(site.span, "NG003", backward_through_call.message(site, function, where),
-                                 display_path))
+                message = backward_through_call.message(site, function, where)
+                found.append((None, _at(site.span, "NG003", message, display_path)))
     return found
 
 
-def _check_notebook(data: bytes, display_path: str, codes: frozenset[str]) -> list[Diagnostic]:
+def finish(data: bytes, display_path: str, codes: frozenset[str], found: list[Linked]) -> list[Diagnostic]:
+    """The linked findings of a file with the fixes of fixable ones (or why there is none), and
+    its suppressions applied; placed in their cells for a notebook."""
+    if display_path.endswith(".ipynb"):
+        return _in_cells(data, display_path, lambda source: finish(source, display_path + ".py", codes, found))
+    try:
+        parsed = parse(data)
+        model = SemanticModel(parsed.tree, parsed.text)
+    except (ParseError, RecursionError):
+        return []  # changed since it was summarised; the next run sees it again
+    return _finished(parsed, model, found, codes)
+
+
+def _finished(parsed: ParsedFile, model: SemanticModel, found: list[Linked], codes: frozenset[str]) -> list[Diagnostic]:
+    diagnostics = [diagnostic for _, diagnostic in found]
+    fixable = [(model.regions[index], diagnostic) for index, diagnostic in found
+               if index is not None and index < len(model.regions) and diagnostic.code in FIXABLE_CODES]
+    if fixable and codes & FIXABLE_CODES:
+        diagnostics = _with_fixes(diagnostics, fixable, parsed, model)
+    return suppression.unsuppressed(diagnostics, parsed.lines)
+
+
+def region_findings_of(parsed: ParsedFile, model: SemanticModel, codes: frozenset[str],
+                       display_path: str = "-") -> list[tuple[GradModeChange, Diagnostic]]:
+    """The regions of a file checked alone that transforms or tracers reach, with their findings."""
+    project = Project({ALONE: ModuleEntry(ALONE, display_path, summary=summarise(model, parsed.lines), loaded=True)})
+    project.link([ALONE])
+    return [(model.regions[index], diagnostic)
+            for index, diagnostic in linked(project, ALONE, frozenset({ALONE}), codes, display_path)
+            if index is not None]
+
+
+def _in_cells(data: bytes, display_path: str, check) -> list[Diagnostic]:
+    """Check a notebook's code cells joined as one file, then place each finding back in its cell."""
     try:
         notebook = Notebook.read(data)
     except NotebookError as error:
-        return [_parse_error(str(error), 1, 1, display_path)] if "NG000" in codes else []
-    # the joined cells are checked as a .py file of the same name, then placed back in their cells
-    joined = check_source(notebook.source.encode(), display_path + ".py", codes)
-    return [replace(notebook.locate(d), path=display_path) for d in joined]
+        return [_parse_error(str(error), 1, 1, display_path)]
+    return [replace(notebook.locate(d), path=display_path) for d in check(notebook.source.encode())]
 
 
 def _parse_error(message: str, row: int, col: int, display_path: str) -> Diagnostic:
@@ -209,7 +242,6 @@ def _parse_error(message: str, row: int, col: int, display_path: str) -> Diagnos
 
 
 FIXABLE_CODES = frozenset(code for code, rule in RULES.items() if rule.fixable)
-REGION_CODES = frozenset({"NG004", "NG005", "NG006"})
 
 
 def _with_fixes(diagnostics: list[Diagnostic], region_findings: list[tuple[GradModeChange, Diagnostic]],
@@ -217,8 +249,7 @@ def _with_fixes(diagnostics: list[Diagnostic], region_findings: list[tuple[GradM
     """Attach the rewrite `fix` would make to each fixable finding, or say why there is none."""
     from lint_nograd import fix  # loads libcst: only for files with fixable findings
 
-    region_of = {id(diagnostic): region for region, diagnostic in region_findings
-                 if diagnostic.code in FIXABLE_CODES}
+    region_of = {id(diagnostic): region for region, diagnostic in region_findings}
     planned = fix.plan_fixes(parsed, model, list(region_of.values()))
     result = []
     for diagnostic in diagnostics:

@@ -29,8 +29,7 @@ import libcst as cst
 
 from lint_nograd import api, suppression
 from lint_nograd.diagnostics import Diagnostic, Edit, Fix
-from lint_nograd.engine import ParsedFile, ParseError, alone, check_source, decode, parse, region_findings_of
-from lint_nograd.summary import summarise
+from lint_nograd.engine import ParsedFile, ParseError, check_source, decode, parse, region_findings_of
 from lint_nograd.model import GradModeChange, SemanticModel
 from lint_nograd.notebook import Notebook, NotebookError
 
@@ -825,7 +824,7 @@ def _one_pass(text: str, encoding: str, codes: frozenset[str]) -> tuple[str, int
     try:
         parsed = parse(text.encode(encoding))
         model = SemanticModel(parsed.tree, parsed.text)
-        region_findings = region_findings_of(model, alone(summarise(model, parsed.lines)), codes, "-")
+        region_findings = region_findings_of(parsed, model, codes)
     except (ParseError, RecursionError, UnicodeEncodeError):
         return text, 0
     kept = {id(diagnostic) for diagnostic in suppression.unsuppressed([d for _, d in region_findings], parsed.lines)}

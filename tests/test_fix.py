@@ -18,10 +18,9 @@ from libcst.codemod import CodemodContext
 
 from lint_nograd.codemod import StopGradientCommand
 from lint_nograd.diagnostics import Edit, Fix
-from lint_nograd.engine import alone, parse, region_findings_of
+from lint_nograd.engine import parse, region_findings_of
 from lint_nograd.fix import FIXABLE_CODES, apply_edits, fix_source, fix_text, plan_fixes, region_of
 from lint_nograd.model import SemanticModel
-from lint_nograd.summary import summarise
 
 FIXTURES = Path(__file__).parent / "fixtures" / "fix"
 CASES = sorted(path.name[: -len(".in.py")] for path in FIXTURES.glob("*.in.py"))
@@ -32,8 +31,7 @@ def planned(text: str) -> dict:
     """The plan for every NG004-NG006 region of `text`, keyed by the region's line."""
     parsed = parse(text.encode())
     model = SemanticModel(parsed.tree)
-    regions = [region for region, _ in region_findings_of(model, alone(summarise(model, parsed.lines)),
-                                                            FIXABLE_CODES, "-")]
+    regions = [region for region, _ in region_findings_of(parsed, model, FIXABLE_CODES)]
     return {region.expr.lineno: plan for region, plan in plan_fixes(parsed, model, regions).items()}
 
 

@@ -56,9 +56,9 @@ def message_at_region(finding: RegionFinding, region: Region, describe: Callable
 
 def message_at_reacher(finding: RegionFinding, region: Region, text: str, where: str, function: str) -> str:
     """`jacfwd(loss)` reaches a `no_grad` region at pkg/model.py:4 (in `pkg.model.loss`): ..."""
-    mode = {"NG004": " in forward mode", "NG005": ", which traces it"}.get(finding.code, "")
-    return (f"`{text}` reaches a `{region.api}` region at {where} (in `{function}`){mode}: "
-            f"{finding.message}; {_FIX} there")
+    how = {"NG004": "in forward mode ", "NG005": "and traces "}.get(finding.code, "")
+    return (f"`{text}` reaches {how}the `{region.api}` region in `{function}` at {where}: "
+            f"{finding.message}; there, {_FIX}")
 
 
 def first_selected(region: Region, reach: dict[str, Reacher], codes: frozenset[str]) -> Optional[RegionFinding]:

@@ -1,0 +1,454 @@
+"""One run of `check` over a project: which files are read, summarised and linked, in which process,
+and what the cache spares.
+
+1. Every file of the project is known by its text index (`api.TextIndex`): from the cache when its
+   status is unchanged, else read (by worker processes when there are many). A file given on the
+   command line that some rule can apply to by itself is summarised as it is read.
+2. Summarised too: the files that may apply a transform or tracer and whose imports lead to a file
+   that names a grad-disabling API, directly or through other modules of the project.
+3. Linked, in this process. A module a chain enters is summarised when it is first met. Files
+   that pass a function to a helper that transforms it, or that call backward on what a function
+   computing in a region returns, are found by that function's name and summarised in turn.
+4. Finished (by workers again): the findings linking gives each file given, with their fixes.
+"""
+from __future__ import annotations
+
+import contextlib
+import gc
+import re
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from lint_nograd import api, engine
+from lint_nograd.cache import Cache, content_key, diagnostics_from_json, diagnostics_to_json, file_status
+from lint_nograd.diagnostics import Diagnostic
+from lint_nograd.project import ModuleEntry, Project, module_name
+from lint_nograd.summary import ModuleSummary
+
+# Starting worker processes costs more than handling a few dozen files in this one.
+PARALLEL_MIN_FILES = 32
+CHUNK_FILES = 32  # files a worker gets at once: few enough to balance the load, enough to cut messages
+
+
+@dataclass(frozen=True)
+class Job:
+    path: Path
+    display_path: str
+    codes: frozenset[str]
+    data: bytes | None = None  # the source, when it comes from standard input
+
+
+@dataclass
+class ProjectFile:
+    path: Path
+    shown: str
+    module: str
+    is_package: bool
+    job: Optional[Job] = None  # the file was given: check it with these rules
+    content_key: str = ""
+    index: Optional[api.TextIndex] = None
+    facts: Optional[engine.FileFacts] = None
+    summarised: bool = False  # its facts were asked for (they are None when it cannot be read)
+
+    @property
+    def task(self) -> tuple:
+        return self.path, self.shown, self.job
+
+
+@dataclass
+class Outcome:
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def check(jobs: Sequence[Job], project_files: Sequence[tuple[Path, str]], roots: Sequence[Path], workers: int,
+          cache: Cache) -> Outcome:
+    """Check the files of `jobs` as part of the project made of `project_files` (path, shown)."""
+    with Workers(workers) as pool:
+        run = Run(jobs, project_files, roots, pool, cache)
+        run.index()
+        run.summarise([f for f in run.files.values() if not f.summarised and run.worth_summarising(f)])
+        run.finish(run.link())
+    cache.save()
+    run.outcome.diagnostics.sort(key=lambda d: d.sort_key)
+    return run.outcome
+
+
+class Run:
+    def __init__(self, jobs: Sequence[Job], project_files: Sequence[tuple[Path, str]], roots: Sequence[Path],
+                 workers: "Workers", cache: Cache):
+        self.workers, self.cache = workers, cache
+        self.outcome = Outcome()
+        self.files: dict[Path, ProjectFile] = {}
+        for path, shown in project_files:
+            self._add(path, shown, roots)
+        for job in jobs:
+            self._add(job.path, job.display_path, roots).job = job
+        self.by_module: dict[str, ProjectFile] = {}
+        for file in self.files.values():
+            self.by_module.setdefault(file.module, file)
+        self._importers: dict[str, set[str]] | None = None
+
+    def _add(self, path: Path, shown: str, roots: Sequence[Path]) -> ProjectFile:
+        if path not in self.files:
+            name, package = module_name(path, roots)
+            self.files[path] = ProjectFile(path, shown, name, package)
+        return self.files[path]
+
+    # -- stage 1: the text index of every file -----------------------------------------------------
+
+    def index(self) -> None:
+        unknown = []
+        for file in self.files.values():
+            key = self.cache.known(file.path) if file.job is None or file.job.data is None else None
+            index = _index_from(self.cache.entry(key)) if key else None
+            if index is None:
+                unknown.append(file)
+                continue
+            file.content_key, file.index = key, index
+            if file.job is not None:
+                self._take_facts(file)
+        results = self.workers.map(read_file, [f.task for f in unknown],
+                                   lambda path, shown, job: (None, "", None, None, _stopped(shown)))
+        for file, (status, key, index, facts, error) in zip(unknown, results):
+            if error is not None:
+                self._failed(file, error)
+                continue
+            file.content_key, file.index = key, api.TextIndex.from_json(index)
+            self.cache.record(file.path, status, key)
+            self.cache.entry(key)["index"] = index
+            if facts is not None:
+                self._store_facts(file, facts)
+
+    def worth_summarising(self, file: ProjectFile) -> bool:
+        """Whether a file may apply a transform or tracer to a function that leads to a region."""
+        return file.index is not None and file.index.applies and file.module in self._leading_to_regions()
+
+    def _leading_to_regions(self) -> set[str]:
+        """The modules that name a grad-disabling API, and those whose imports lead to one."""
+        found = {f.module for f in self.files.values() if f.index is not None and f.index.regions}
+        stack = list(found)
+        while stack:
+            for importer in self.importers().get(stack.pop(), ()):
+                if importer not in found:
+                    found.add(importer)
+                    stack.append(importer)
+        return found
+
+    def importers(self) -> dict[str, set[str]]:
+        """For each module, the modules whose imports may bring it in."""
+        if self._importers is None:
+            self._importers = {}
+            packages: dict[str, list[str]] = {}
+            for module in self.by_module:
+                parts = module.split(".")
+                for end in range(1, len(parts)):
+                    packages.setdefault(".".join(parts[:end]), []).append(module)
+            for file in self.files.values():
+                for target in self._imported(file, packages):
+                    self._importers.setdefault(target, set()).add(file.module)
+        return self._importers
+
+    def _imported(self, file: ProjectFile, packages: dict[str, list[str]]) -> set[str]:
+        """The modules of the project an import of the file names, their packages, and every
+        module of a package imported whole (`import pkg` then `pkg.model.loss`)."""
+        found: set[str] = set()
+        for name in file.index.imports if file.index else ():
+            absolute = _absolute(file, name)
+            while absolute:
+                if absolute in self.by_module:
+                    found.add(absolute)
+                    if not name.startswith(".") and "." not in name:
+                        found.update(packages.get(absolute, ()))
+                absolute = absolute.rpartition(".")[0]
+        return found
+
+    # -- stage 2: facts -----------------------------------------------------------------------------
+
+    def summarise(self, files: list[ProjectFile]) -> None:
+        pending = [file for file in files if not self._take_facts(file)]
+        results = self.workers.map(summarise_file, [f.task for f in pending],
+                                   lambda path, shown, job: (None, _stopped(shown)))
+        for file, (facts, error) in zip(pending, results):
+            if error is not None:
+                self._failed(file, error)
+            else:
+                self._store_facts(file, facts)
+
+    def _failed(self, file: ProjectFile, error: str) -> None:
+        file.summarised = True
+        if file.job is not None:  # a file of the project that was not given is only context
+            self.outcome.errors.append(error)
+
+    def _store_facts(self, file: ProjectFile, facts: tuple[list, dict | None]) -> None:
+        local, summary = facts
+        entry = self.cache.entry(file.content_key)
+        entry["summary"] = summary
+        if file.job is not None:
+            entry.setdefault("local", {})[_codes_key(file.job.codes)] = local
+        if not self._take_facts(file):
+            file.summarised = True  # it cannot be read back: a bug, but not one to loop on
+
+    def _take_facts(self, file: ProjectFile) -> bool:
+        """Take a file's facts from its cache entry; False when they are not there (or not whole)."""
+        entry = self.cache.entry(file.content_key)
+        if "summary" not in entry:
+            return False
+        local: list[Diagnostic] | None = []
+        if file.job is not None:
+            local = diagnostics_from_json(entry.get("local", {}).get(_codes_key(file.job.codes)), file.shown)
+        try:
+            summary = ModuleSummary.from_json(entry["summary"]) if entry["summary"] is not None else None
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return False
+        if local is None:
+            return False
+        file.facts, file.summarised = engine.FileFacts(local, summary), True
+        return True
+
+    # -- stage 3: linking ---------------------------------------------------------------------------
+
+    def link(self) -> Project:
+        """Link; then summarise the files found to call a helper by name, and link again."""
+        while True:
+            modules = {f.module: ModuleEntry(f.module, f.shown, f.is_package, f.facts and f.facts.summary,
+                                             loaded=f.summarised) for f in self.by_module.values()}
+            project = Project(modules, self._load)
+            project.link(sorted(m for m, f in self.by_module.items() if f.facts and f.facts.summary))
+            callers = self._callers_by_name(project)
+            if not callers:
+                return project
+            self.summarise(callers)
+
+    def _load(self, entry: ModuleEntry) -> ModuleSummary | None:
+        """A module a chain enters is summarised when it is first met."""
+        file = self.by_module[entry.name]
+        if not file.summarised:
+            self.summarise([file])
+        return file.facts.summary if file.facts else None
+
+    def _callers_by_name(self, project: Project) -> list[ProjectFile]:
+        """Files not summarised yet that import the module of a helper handing a parameter to a
+        transform or tracer (or a package of it), or of a function returning what it computes in a
+        region while they may call backward, and that name that function."""
+        wanted: dict[str, set[str]] = {}  # module -> names
+        for module, function, _ in project.sourced:
+            wanted.setdefault(module, set()).add(function)
+        returning = {(module, name) for module in project.loaded()
+                     for name, function in project.summary(module).functions.items() if function.returns_region}
+        for module, name in returning:
+            wanted.setdefault(module, set()).add(name)
+        found = []
+        for module, names in wanted.items():
+            names = {name.split("#")[0] for name in names if name.split("#")[0].isidentifier()}
+            if not names:
+                continue
+            importers = set(self.importers().get(module, ()))
+            for package in _packages(module):
+                importers |= self.importers().get(package, set()) if package in self.by_module else set()
+            for importer in sorted(importers):
+                file = self.by_module[importer]
+                if not file.summarised and file.index is not None and self._mentions(file, names):
+                    found.append(file)
+        return list(dict.fromkeys(found))
+
+    def _mentions(self, file: ProjectFile, names: set[str]) -> bool:
+        entry = self.cache.entry(file.content_key)
+        key = ",".join(sorted(names))
+        mentions = entry.setdefault("mentions", {})
+        if key not in mentions:
+            try:
+                data = file.job.data if file.job and file.job.data is not None else file.path.read_bytes()
+            except OSError:
+                return False
+            pattern = re.compile(rb"\b(?:%s)\b" % b"|".join(re.escape(name.encode()) for name in sorted(names)))
+            mentions[key] = bool(pattern.search(data))
+        return mentions[key]
+
+    # -- stage 4: finished findings -----------------------------------------------------------------
+
+    def finish(self, project: Project) -> None:
+        given = frozenset(f.module for f in self.files.values() if f.job is not None)
+        pending = []
+        for file in self.files.values():
+            if file.job is None or file.facts is None:
+                continue
+            self.outcome.diagnostics += file.facts.local
+            if self.by_module.get(file.module) is not file:
+                continue  # a second file of the same module name: linked as the first one
+            found = engine.linked(project, file.module, given, file.job.codes, file.shown)
+            if not found:
+                continue
+            key = _link_key(file.job.codes, found)
+            stored = self.cache.entry(file.content_key).get("finished", {})
+            finished = diagnostics_from_json(stored[key], file.shown) if key in stored else None
+            if finished is None:
+                pending.append((file, key, found))
+            else:
+                self.outcome.diagnostics += finished
+        results = self.workers.map(finish_file, [(*f.task, found) for f, _, found in pending],
+                                   lambda path, shown, *rest: (None, _stopped(shown)))
+        for (file, key, _), (diagnostics, error) in zip(pending, results):
+            if error is not None:
+                self.outcome.errors.append(error)
+                continue
+            self.cache.entry(file.content_key).setdefault("finished", {})[key] = diagnostics
+            self.outcome.diagnostics += diagnostics_from_json(diagnostics, file.shown) or []
+
+
+def _codes_key(codes: frozenset[str]) -> str:
+    return ",".join(sorted(codes))
+
+
+def _link_key(codes: frozenset[str], found: list) -> str:
+    """What the finished findings of a file depend on besides its bytes."""
+    return repr((_codes_key(codes), [(index, d.code, d.message, d.row, d.col) for index, d in found]))
+
+
+def _index_from(entry: dict) -> api.TextIndex | None:
+    try:
+        return api.TextIndex.from_json(entry["index"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _packages(module: str) -> list[str]:
+    parts = module.split(".")
+    return [".".join(parts[:end]) for end in range(1, len(parts))]
+
+
+def _absolute(file: ProjectFile, name: str) -> str | None:
+    """`pkg.model` for `.model` imported in `pkg/train.py`."""
+    if not name.startswith("."):
+        return name
+    if file.module.startswith("<"):
+        return None
+    rest = name.lstrip(".")
+    package = file.module.split(".") if file.is_package else file.module.split(".")[:-1]
+    up = len(name) - len(rest) - 1
+    if up > len(package):
+        return None
+    base = package[:len(package) - up]
+    return ".".join([*base, rest] if rest else base)
+
+
+def _stopped(shown: str) -> str:
+    return f"a worker process stopped unexpectedly; not checked: {shown}"
+
+
+# -- what worker processes do (module-level functions: they are sent by name) ------------------------
+
+def _source(path: Path, job: Job | None) -> bytes:
+    return job.data if job is not None and job.data is not None else path.read_bytes()
+
+
+def read_file(path: Path, shown: str, job: Job | None):
+    """(status, content key, text index, facts or None, error) of one file; the facts when the
+    file is given and some rule can apply to it by itself."""
+    status = file_status(path) if job is None or job.data is None else None  # before reading: never newer
+    try:
+        data = _source(path, job)
+    except OSError as error:  # removed since it was found, a broken link, a folder, ...
+        return None, "", None, None, f"cannot read {shown}: {error.strerror or error}"
+    index = api.text_index(data)
+    facts, error = None, None
+    if job is not None and _local_codes(data, shown, job.codes):
+        facts, error = _facts(data, shown, job.codes)
+    return status, content_key(data), index.to_json(), facts, error
+
+
+def summarise_file(path: Path, shown: str, job: Job | None):
+    """(facts, error) of one file."""
+    try:
+        data = _source(path, job)
+    except OSError as error:
+        return None, f"cannot read {shown}: {error.strerror or error}"
+    return _facts(data, shown, job.codes if job else frozenset())
+
+
+def _local_codes(data: bytes, shown: str, codes: frozenset[str]) -> frozenset[str]:
+    """The rules a given file can have a finding of by itself; for a notebook, the cells decide."""
+    return codes if shown.endswith(".ipynb") else engine.codes_to_check(data, codes)
+
+
+def _facts(data: bytes, shown: str, codes: frozenset[str]):
+    try:
+        found = engine.facts(data, shown, _local_codes(data, shown, codes) if codes else codes)
+    except Exception as error:  # a bug with one file must not stop the others
+        return None, f"failed to check {shown}: internal error: {type(error).__name__}: {error}"
+    return (diagnostics_to_json(found.local), found.summary.to_json() if found.summary else None), None
+
+
+def finish_file(path: Path, shown: str, job: Job, found: list):
+    """(finished findings, error) of one file."""
+    try:
+        data = _source(path, job)
+    except OSError as error:
+        return None, f"cannot read {shown}: {error.strerror or error}"
+    try:
+        return diagnostics_to_json(engine.finish(data, shown, job.codes, found)), None
+    except Exception as error:  # a bug with one file must not stop the others
+        return None, f"failed to check {shown}: internal error: {type(error).__name__}: {error}"
+
+
+class Workers:
+    """Worker processes, started when there is enough work for them; else this process."""
+
+    def __init__(self, count: int):
+        self.count = count
+        self._pool: ProcessPoolExecutor | None = None
+
+    def __enter__(self) -> "Workers":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+
+    def map(self, function: Callable, calls: list[tuple], if_worker_stops: Callable) -> list:
+        """`function(*call)` for each call, in order; `if_worker_stops(*call)` for the calls a
+        worker process died on."""
+        if len(calls) <= PARALLEL_MIN_FILES or self.count < 2 or not self._start():
+            with _collecting_garbage_once():
+                return [function(*call) for call in calls]
+        chunks = [calls[start:start + CHUNK_FILES] for start in range(0, len(calls), CHUNK_FILES)]
+        futures = [self._pool.submit(_run_chunk, function, chunk) for chunk in chunks]
+        results = []
+        for chunk, future in zip(chunks, futures):
+            try:
+                results += future.result()
+            except BrokenProcessPool:
+                results += [if_worker_stops(*call) for call in chunk]
+        return results
+
+    def _start(self) -> bool:
+        if self._pool is None:
+            try:
+                self._pool = ProcessPoolExecutor(max_workers=self.count)
+            except (OSError, NotImplementedError):  # no worker processes on this system
+                self.count = 1
+                return False
+        return True
+
+
+def _run_chunk(function: Callable, calls: list[tuple]) -> list:
+    with _collecting_garbage_once():
+        return [function(*call) for call in calls]
+
+
+@contextlib.contextmanager
+def _collecting_garbage_once():
+    """Parsing makes many objects and no reference cycles: the collector, run again and again
+    over every syntax tree, would cost a fifth of the time. Collect once at the end, over only
+    what is new: what existed before (modules, the cache) is frozen for the rest of this process."""
+    gc.freeze()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+        gc.collect()
