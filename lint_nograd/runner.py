@@ -125,8 +125,14 @@ class Run:
                 self._store_facts(file, facts)
 
     def worth_summarising(self, file: ProjectFile) -> bool:
-        """Whether a file may apply a transform or tracer to a function that leads to a region."""
-        return file.index is not None and file.index.applies and file.module in self._leading_to_regions()
+        """Whether a file may apply a transform or tracer to a function that leads to a region, or
+        may define a function returning what it computes in a region to a file calling backward."""
+        if file.index is None:
+            return False
+        if file.index.applies and file.module in self._leading_to_regions():
+            return True
+        return file.index.regions and any(self.by_module[importer].index and self.by_module[importer].index.backward
+                                          for importer in self.importers().get(file.module, ()))
 
     def _leading_to_regions(self) -> set[str]:
         """The modules that name a grad-disabling API, and those whose imports lead to one."""
@@ -235,26 +241,25 @@ class Run:
         """Files not summarised yet that import the module of a helper handing a parameter to a
         transform or tracer (or a package of it), or of a function returning what it computes in a
         region while they may call backward, and that name that function."""
-        wanted: dict[str, set[str]] = {}  # module -> names
+        wanted: dict[tuple[str, bool], set[str]] = {}  # (module, only files calling backward) -> names
         for module, function, _ in project.sourced:
-            wanted.setdefault(module, set()).add(function)
-        returning = {(module, name) for module in project.loaded()
-                     for name, function in project.summary(module).functions.items() if function.returns_region}
-        for module, name in returning:
-            wanted.setdefault(module, set()).add(name)
+            wanted.setdefault((module, False), set()).add(function)
+        for module in project.loaded():
+            for name, function in project.summary(module).functions.items():
+                if function.returns_region:
+                    wanted.setdefault((module, True), set()).add(name)
         found = []
-        for module, names in wanted.items():
+        for (module, backward), names in sorted(wanted.items()):
             names = {name.split("#")[0] for name in names if name.split("#")[0].isidentifier()}
-            if not names:
-                continue
             importers = set(self.importers().get(module, ()))
-            for package in _packages(module):
-                importers |= self.importers().get(package, set()) if package in self.by_module else set()
+            for package in _packages(module):  # `from pkg import hvp` re-exported by pkg/__init__.py
+                importers |= self.importers().get(package, set())
             for importer in sorted(importers):
                 file = self.by_module[importer]
-                if not file.summarised and file.index is not None and self._mentions(file, names):
+                if not file.summarised and file.index is not None and (file.index.backward or not backward) \
+                        and names and self._mentions(file, names):
                     found.append(file)
-        return list(dict.fromkeys(found))
+        return list({file.path: file for file in found}.values())
 
     def _mentions(self, file: ProjectFile, names: set[str]) -> bool:
         entry = self.cache.entry(file.content_key)

@@ -1,0 +1,62 @@
+"""Whole-project analysis: each `fixtures/projects/<case>/` is a small project (a `pyproject.toml`
+with a `[tool.lint-nograd]` table, several modules), and each of its `expect*.txt` files starts with
+the command line to run there (`# check pkg/train.py`), followed by the exact concise output.
+
+After an intended change of messages, regenerate with
+`LINT_NOGRAD_UPDATE_FIXTURES=1 pytest tests/test_project_fixtures.py` and review the diff.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+from pathlib import Path
+
+import pytest
+
+from lint_nograd import cli, runner
+
+PROJECTS = Path(__file__).parent / "fixtures" / "projects"
+EXPECTATIONS = sorted(PROJECTS.glob("*/expect*.txt"))
+
+
+def run(project: Path, args: list[str], capsys, *extra: str) -> str:
+    """The concise output, what went to standard error, and the exit status."""
+    old = Path.cwd()
+    os.chdir(project)
+    try:
+        status = cli.main([*args, "--output-format", "concise", *extra])
+    finally:
+        os.chdir(old)
+    out, err = capsys.readouterr()
+    return f"{out}{err}exit {status}\n"
+
+
+def read(expectation: Path) -> tuple[list[str], str]:
+    header, _, expected = expectation.read_text().partition("\n")
+    assert header.startswith("# "), f"{expectation}: the first line must be `# check ARGS`"
+    return shlex.split(header[2:]), expected
+
+
+@pytest.mark.parametrize("expectation", EXPECTATIONS, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_project(expectation: Path, capsys):
+    args, expected = read(expectation)
+    got = run(expectation.parent, args, capsys, "--no-cache")
+    if os.environ.get("LINT_NOGRAD_UPDATE_FIXTURES"):
+        expectation.write_text(f"# {shlex.join(args)}\n{got}")
+        expected = got
+    assert got == expected
+
+
+@pytest.mark.parametrize("expectation", EXPECTATIONS, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_same_findings_with_the_cache_and_with_workers(expectation: Path, capsys, tmp_path, monkeypatch):
+    """Cold cache, warm cache, and every stage in worker processes: the same output."""
+    project = tmp_path / "project"
+    shutil.copytree(expectation.parent, project)
+    args, expected = read(expectation)
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    assert run(project, args, capsys, *cache) == expected
+    assert run(project, args, capsys, *cache) == expected
+    monkeypatch.setattr(runner, "PARALLEL_MIN_FILES", 0)
+    monkeypatch.setattr(runner, "CHUNK_FILES", 1)
+    assert run(project, args, capsys, "--no-cache", "--jobs", "2") == expected
