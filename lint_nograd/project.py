@@ -430,8 +430,7 @@ class Project:
         if reacher.entry == "dual_level":
             text = f"`with dual_level()` at {self.where(reacher.module, reacher.span, here)}"
         else:
-            text = f"`{reacher.entry.rpartition('.')[2] if reacher.entry == 'Tracer.trace' else reacher.entry}(...)`" \
-                   f" at {self.where(reacher.module, reacher.span, here)}"
+            text = f"`{reacher.entry}(...)` at {self.where(reacher.module, reacher.span, here)}"
         if reacher.via is not None:
             via_module, via_span, via_text = reacher.via
             text += f", given `{_callee_text(via_text)}` at {self.where(via_module, via_span, here)}"
