@@ -1,0 +1,113 @@
+"""The fixture projects run with PyTorch: every NG004 and NG005 finding `check .` reports in them is a
+function whose results really change (forward mode disagrees with reverse mode; the traced graph
+differentiates otherwise than eager mode), and the backward NG003 reports across modules raises."""
+from __future__ import annotations
+
+import ast
+import contextlib
+import importlib
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch.func import jacfwd, jacrev  # noqa: E402
+
+from lint_nograd import cli  # noqa: E402
+
+PROJECTS = Path(__file__).parent / "fixtures" / "projects"
+X = torch.tensor([1.0, 2.0, 4.0], dtype=torch.float64)
+
+
+@contextlib.contextmanager
+def imported_from(project: Path):
+    """Import the project's modules; forget them afterwards (the projects reuse package names)."""
+    sys.path.insert(0, str(project))
+    try:
+        yield
+    finally:
+        sys.path.remove(str(project))
+        for name, module in list(sys.modules.items()):
+            if str(getattr(module, "__file__", None) or "").startswith(str(project)):
+                del sys.modules[name]
+
+
+def findings(project: Path, capsys) -> list[dict]:
+    old = Path.cwd()
+    os.chdir(project)
+    try:
+        cli.main(["check", "--no-cache", "--output-format", "json", "."])
+    finally:
+        os.chdir(old)
+    return json.loads(capsys.readouterr().out)
+
+
+def function_at(path: Path, row: int) -> str:
+    """The qualified name (`Net.forward`) of the innermost function around a line."""
+    found = ""
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        nonlocal found
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.ClassDef)):
+                name = prefix + child.name
+                if isinstance(child, ast.FunctionDef) and child.lineno <= row <= child.end_lineno:
+                    found = name
+                visit(child, name + ".")
+
+    visit(ast.parse(path.read_text()), "")
+    return found
+
+
+def callable_named(module, qualified_name: str):
+    """`module.Net().forward` for `Net.forward`; `Potentials.anharmonic` for a static method."""
+    owner = module
+    *owners, name = qualified_name.split(".")
+    for part in owners:
+        owner = getattr(owner, part)
+        if isinstance(owner, type):
+            owner = owner()
+    return owner, getattr(owner, name)
+
+
+def traced_minus_eager(owner, function) -> float:
+    traced = torch.jit.trace(owner if isinstance(owner, torch.nn.Module) else function, (X,))
+    x1, x2 = X.clone().requires_grad_(), X.clone().requires_grad_()
+    traced(x1).sum().backward()
+    function(x2).sum().backward()
+    return float((x1.grad - x2.grad).abs().max())
+
+
+CASES = [project for project in sorted(PROJECTS.iterdir()) if project.is_dir()]
+
+
+@pytest.mark.parametrize("project", CASES, ids=lambda project: project.name)
+def test_each_region_finding_changes_results(project: Path, capsys):
+    found = [f for f in findings(project, capsys) if f["code"] in ("NG004", "NG005")]
+    with imported_from(project):
+        for finding in found:
+            path = project / finding["filename"]
+            name = function_at(path, finding["location"]["row"])
+            module = importlib.import_module(".".join(Path(finding["filename"]).with_suffix("").parts))
+            owner, function = callable_named(module, name)
+            if finding["code"] == "NG004":
+                assert not torch.allclose(jacfwd(function)(X), jacrev(function)(X)), (project.name, name)
+            else:
+                assert traced_minus_eager(owner, function) > 0.1, (project.name, name)
+    assert found or project.name == "backward_through_calls"
+
+
+def test_backward_through_what_another_module_computes_in_a_region_raises(capsys):
+    project = PROJECTS / "backward_through_calls"
+    assert {f["code"] for f in findings(project, capsys)} == {"NG003"}
+    with imported_from(project):
+        from train import evaluation  # noqa: PLC0415
+
+        model = torch.nn.Linear(3, 1).double()
+        for function in (evaluation.evaluate, evaluation.predict):
+            with pytest.raises(RuntimeError, match="does not require grad"):
+                function(model, X).sum().backward()
+        evaluation.passthrough(model, X.clone().requires_grad_()).sum().backward()  # no finding: fine
