@@ -190,8 +190,9 @@ def _stopped(jobs: Sequence[Job]) -> str:
     return f"a worker process stopped unexpectedly; not checked: {names}"
 
 
-def _gated(jobs: Sequence[Job], errors: list[str]):
-    """(job, bytes, codes) for each file some selected rule can have a finding in."""
+def _gated(jobs: Sequence[Job], errors: list[str], reach: dict):
+    """(job, bytes, codes) for each file some selected rule can have a finding in: by its own text,
+    or because the project reaches a function of it."""
     for job in jobs:
         try:
             data = job.data if job.data is not None else job.path.read_bytes()
@@ -199,6 +200,8 @@ def _gated(jobs: Sequence[Job], errors: list[str]):
             errors.append(f"cannot read {job.display_path}: {error.strerror or error}")
             continue
         codes = engine.codes_to_check(data, job.codes)
+        if reach.get(job.path):
+            codes |= job.codes & engine.FIXABLE_CODES
         if codes:
             yield job, data, codes
 
@@ -245,12 +248,12 @@ def check_pending(data: bytes, display_path: str, codes: frozenset[str]) -> tupl
         return [], f"failed to check {display_path}: internal error: {type(error).__name__}: {error}"
 
 
-def fix_pending(data: bytes, display_path: str, codes: frozenset[str]):
+def fix_pending(data: bytes, display_path: str, codes: frozenset[str], reach: dict | None):
     """(new bytes, the findings left in them, regions fixed), or the error for this file."""
     from lint_nograd import fix  # loads libcst, in the process that parses
 
     try:
-        result = fix.fix_source(data, codes, display_path)
+        result = fix.fix_source(data, codes, display_path, reach)
         new = result.text.encode(result.encoding) if result.changed else data
         return (new, result.remaining, result.fixed), None
     except NotebookError as error:
@@ -277,14 +280,17 @@ def run_fix(options: argparse.Namespace) -> int:
     plan = plan_jobs(options)
     for warning in plan.warnings:
         _report("warning", warning)
-    errors = list(plan.errors)
+    cache = Cache(None if options.no_cache else Path(options.cache_dir or plan.root / FOLDER_NAME).absolute())
+    # what reaches each region is a fact of the whole project: a region is fixed in the file that holds it
+    reach, errors = runner.reach(plan.jobs, plan.project_files, plan.import_roots, _workers(options), cache)
+    errors = plan.errors + errors
     remaining: list[Diagnostic] = []
     fixed_regions = fixed_files = 0
     workers = _workers(options) if len(plan.jobs) > PARALLEL_MIN_FILES else 1
     with _Workers(workers) as pool:
-        pending = [(job, data, pool.submit(fix_pending, data, job.display_path, codes,
+        pending = [(job, data, pool.submit(fix_pending, data, job.display_path, codes, reach.get(job.path),
                                            if_worker_stops=(None, _stopped([job]))))
-                   for job, data, codes in _gated(plan.jobs, errors)]
+                   for job, data, codes in _gated(plan.jobs, errors, reach)]
         for job, data, result in pending:
             outcome, error = result()
             if error is not None:
@@ -308,6 +314,9 @@ def run_fix(options: argparse.Namespace) -> int:
             except WriteError as failure:
                 errors.append(str(failure))
                 remaining += engine.check_source(data, job.display_path, job.codes)
+    if not options.diff and not options.stdin_filename:  # what remains, as the whole project shows it
+        outcome = runner.check(plan.jobs, plan.project_files, plan.import_roots, _workers(options), cache)
+        remaining, errors = outcome.diagnostics, errors + outcome.errors
     remaining.sort(key=lambda d: d.sort_key)
     if options.diff:
         for error in errors:

@@ -22,7 +22,7 @@ from lint_nograd.checks.region_in_reached_function import first_selected, messag
 from lint_nograd.diagnostics import Diagnostic, Fix
 from lint_nograd.model import GradModeChange, SemanticModel
 from lint_nograd.notebook import Notebook, NotebookError
-from lint_nograd.project import ModuleEntry, Project
+from lint_nograd.project import ModuleEntry, Project, Reacher
 from lint_nograd.registry import RULES
 from lint_nograd.summary import ModuleSummary, Span, display_name, span_of, summarise
 
@@ -218,11 +218,16 @@ def _finished(parsed: ParsedFile, model: SemanticModel, found: list[Linked], cod
     return suppression.unsuppressed(diagnostics, parsed.lines)
 
 
-def region_findings_of(parsed: ParsedFile, model: SemanticModel, codes: frozenset[str],
-                       display_path: str = "-") -> list[tuple[GradModeChange, Diagnostic]]:
-    """The regions of a file checked alone that transforms or tracers reach, with their findings."""
-    project = Project({ALONE: ModuleEntry(ALONE, display_path, summary=summarise(model, parsed.lines), loaded=True)})
-    project.link([ALONE])
+def region_findings_of(parsed: ParsedFile, model: SemanticModel, codes: frozenset[str], display_path: str = "-",
+                       reach: dict[str, dict[str, Reacher]] | None = None) -> list[tuple[GradModeChange, Diagnostic]]:
+    """The regions of a file that transforms or tracers reach, with their findings: as the file
+    alone tells, or as `reach` (function -> mode -> reacher, from the whole project) does."""
+    summary = summarise(model, parsed.lines)
+    project = Project({ALONE: ModuleEntry(ALONE, display_path, summary=summary, loaded=True)})
+    if reach is None:
+        project.link([ALONE])
+    else:
+        project.reached.update({(ALONE, function): modes for function, modes in reach.items()})
     return [(model.regions[index], diagnostic)
             for index, diagnostic in linked(project, ALONE, frozenset({ALONE}), codes, display_path)
             if index is not None]

@@ -763,7 +763,8 @@ class FixResult:
     remaining: list[Diagnostic]  # the findings of `codes` still in the new text
 
 
-def fix_source(data: bytes, codes: frozenset[str] = FIXABLE_CODES, display_path: str = "-") -> FixResult:
+def fix_source(data: bytes, codes: frozenset[str] = FIXABLE_CODES, display_path: str = "-",
+               reach: dict | None = None) -> FixResult:
     """Rewrite every NG004/NG005/NG006 region of `codes` that can be rewritten safely, until nothing changes.
 
     A region reported under a `# noqa` is left alone. `remaining` is what `check` reports on the
@@ -771,7 +772,7 @@ def fix_source(data: bytes, codes: frozenset[str] = FIXABLE_CODES, display_path:
     its NG000 diagnostic when NG000 is in `codes`.
     """
     if display_path.endswith(".ipynb"):
-        return _fix_notebook(data, codes, display_path)
+        return _fix_notebook(data, codes, display_path, reach)
     try:
         text, encoding = decode(data)
         faithful = text.encode(encoding) == data  # not so under `coding: unicode_escape`, say
@@ -781,7 +782,7 @@ def fix_source(data: bytes, codes: frozenset[str] = FIXABLE_CODES, display_path:
         return FixResult(data.decode("latin-1"), "latin-1", False, 0, check_source(data, display_path, codes))
     original, fixed = text, 0
     for _ in range(MAX_PASSES):
-        new_text, count = _one_pass(text, encoding, codes & FIXABLE_CODES)
+        new_text, count = _one_pass(text, encoding, codes & FIXABLE_CODES, reach)
         if count == 0 or new_text == text:
             break
         text, fixed = new_text, fixed + count
@@ -789,14 +790,14 @@ def fix_source(data: bytes, codes: frozenset[str] = FIXABLE_CODES, display_path:
     return FixResult(text, encoding, text != original, fixed, remaining)
 
 
-def _fix_notebook(data: bytes, codes: frozenset[str], display_path: str) -> FixResult:
+def _fix_notebook(data: bytes, codes: frozenset[str], display_path: str, reach: dict | None) -> FixResult:
     """Fix the code cells of a notebook as one source; only their `source` fields change."""
     unchanged = FixResult(data.decode("latin-1"), "latin-1", False, 0, [])
     try:
         notebook = Notebook.read(data)
     except NotebookError:
         return replace(unchanged, remaining=check_source(data, display_path, codes))
-    result = fix_source(notebook.source.encode(), codes, display_path + ".py")
+    result = fix_source(notebook.source.encode(), codes, display_path + ".py", reach)
     remaining = [replace(notebook.locate(d), path=display_path) for d in result.remaining]
     if not result.changed:
         return replace(unchanged, remaining=remaining)
@@ -817,14 +818,14 @@ def fix_text(text: str, codes: frozenset[str] = FIXABLE_CODES) -> str:
     return fix_source(data, codes).text
 
 
-def _one_pass(text: str, encoding: str, codes: frozenset[str]) -> tuple[str, int]:
+def _one_pass(text: str, encoding: str, codes: frozenset[str], reach: dict | None) -> tuple[str, int]:
     """Plan and apply the fixes of one parse; the count of regions rewritten."""
     if not codes:
         return text, 0
     try:
         parsed = parse(text.encode(encoding))
         model = SemanticModel(parsed.tree, parsed.text)
-        region_findings = region_findings_of(parsed, model, codes)
+        region_findings = region_findings_of(parsed, model, codes, reach=reach)
     except (ParseError, RecursionError, UnicodeEncodeError):
         return text, 0
     kept = {id(diagnostic) for diagnostic in suppression.unsuppressed([d for _, d in region_findings], parsed.lines)}

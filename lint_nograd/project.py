@@ -423,7 +423,9 @@ class Project:
 
     def where(self, module: str, span: Span, here: str) -> str:
         """`line 4` in the module `here`, `pkg/model.py:4` in another."""
-        return f"line {span.row}" if module == here else f"{self.modules[module].path}:{span.row}"
+        if module == here:
+            return f"line {span.row}"
+        return f"{self.modules[module].path if module in self.modules else module}:{span.row}"
 
     def describe(self, reacher: Reacher, here: str) -> str:
         """`jacfwd(...)` at line 31 through `helper`, as seen from the module `here`."""

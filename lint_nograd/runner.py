@@ -26,7 +26,7 @@ from typing import Optional
 from lint_nograd import api, engine
 from lint_nograd.cache import Cache, content_key, diagnostics_from_json, diagnostics_to_json, file_status
 from lint_nograd.diagnostics import Diagnostic
-from lint_nograd.project import ModuleEntry, Project, module_name
+from lint_nograd.project import ModuleEntry, Project, Reacher, module_name
 from lint_nograd.summary import ModuleSummary
 
 # Starting worker processes costs more than handling a few dozen files in this one.
@@ -70,12 +70,28 @@ def check(jobs: Sequence[Job], project_files: Sequence[tuple[Path, str]], roots:
     """Check the files of `jobs` as part of the project made of `project_files` (path, shown)."""
     with Workers(workers) as pool:
         run = Run(jobs, project_files, roots, pool, cache)
-        run.index()
-        run.summarise([f for f in run.files.values() if not f.summarised and run.worth_summarising(f)])
-        run.finish(run.link())
+        run.finish(run.linked())
     cache.save()
     run.outcome.diagnostics.sort(key=lambda d: d.sort_key)
     return run.outcome
+
+
+Reach = dict[str, dict[str, Reacher]]  # function of a module -> mode -> its first reacher
+
+
+def reach(jobs: Sequence[Job], project_files: Sequence[tuple[Path, str]], roots: Sequence[Path], workers: int,
+          cache: Cache) -> tuple[dict[Path, Reach], list[str]]:
+    """For each file of `jobs`, what reaches each of its functions in the whole project (for `fix`),
+    and the errors met."""
+    with Workers(workers) as pool:
+        run = Run(jobs, project_files, roots, pool, cache)
+        project = run.linked()
+    cache.save()
+    found: dict[Path, Reach] = {}
+    for job in jobs:
+        module = run.files[job.path].module
+        found[job.path] = {function: dict(modes) for (m, function), modes in project.reached.items() if m == module}
+    return found, run.outcome.errors
 
 
 class Run:
@@ -98,6 +114,12 @@ class Run:
             name, package = module_name(path, roots)
             self.files[path] = ProjectFile(path, shown, name, package)
         return self.files[path]
+
+    def linked(self) -> Project:
+        """Stages 1 to 3."""
+        self.index()
+        self.summarise([f for f in self.files.values() if not f.summarised and self.worth_summarising(f)])
+        return self.link()
 
     # -- stage 1: the text index of every file -----------------------------------------------------
 
