@@ -120,6 +120,10 @@ class Cache:
             self._used_entries[content_key] = entry
         return entry
 
+    def peek(self, content_key: str) -> dict | None:
+        """The entry of these bytes, to read only."""
+        return self._used_entries.get(content_key) or self._entries.get(content_key)
+
     def record(self, path: Path, status: FileStatus | None, content_key: str) -> None:
         """`path`, which had `status` when it was read, holds the bytes of `content_key`."""
         if self.folder is not None and content_key and status is not None:

@@ -66,10 +66,12 @@ class Outcome:
 
 
 def check(jobs: Sequence[Job], project_files: Sequence[tuple[Path, str]], roots: Sequence[Path], workers: int,
-          cache: Cache) -> Outcome:
-    """Check the files of `jobs` as part of the project made of `project_files` (path, shown)."""
+          cache: Cache, everything: bool = False) -> Outcome:
+    """Check the files of `jobs` as part of the project made of `project_files` (path, shown).
+    `everything` summarises every file, not only those that can matter (tests compare the two)."""
+    _CACHE[:] = [cache]
     with Workers(workers) as pool:
-        run = Run(jobs, project_files, roots, pool, cache)
+        run = Run(jobs, project_files, roots, pool, cache, everything)
         run.finish(run.linked())
     cache.save()
     run.outcome.diagnostics.sort(key=lambda d: d.sort_key)
@@ -83,6 +85,7 @@ def reach(jobs: Sequence[Job], project_files: Sequence[tuple[Path, str]], roots:
           cache: Cache) -> tuple[dict[Path, Reach], list[str]]:
     """For each file of `jobs`, what reaches each of its functions in the whole project (for `fix`),
     and the errors met."""
+    _CACHE[:] = [cache]
     with Workers(workers) as pool:
         run = Run(jobs, project_files, roots, pool, cache)
         project = run.linked()
@@ -96,8 +99,8 @@ def reach(jobs: Sequence[Job], project_files: Sequence[tuple[Path, str]], roots:
 
 class Run:
     def __init__(self, jobs: Sequence[Job], project_files: Sequence[tuple[Path, str]], roots: Sequence[Path],
-                 workers: "Workers", cache: Cache):
-        self.workers, self.cache = workers, cache
+                 workers: "Workers", cache: Cache, everything: bool = False):
+        self.workers, self.cache, self.everything = workers, cache, everything
         self.outcome = Outcome()
         self.files: dict[Path, ProjectFile] = {}
         for path, shown in project_files:
@@ -118,7 +121,8 @@ class Run:
     def linked(self) -> Project:
         """Stages 1 to 3."""
         self.index()
-        self.summarise([f for f in self.files.values() if not f.summarised and self.worth_summarising(f)])
+        self.summarise([f for f in self.files.values()
+                        if not f.summarised and (self.everything or self.worth_summarising(f))])
         return self.link()
 
     # -- stage 1: the text index of every file -----------------------------------------------------
@@ -145,6 +149,8 @@ class Run:
             self.cache.entry(key)["index"] = index
             if facts is not None:
                 self._store_facts(file, facts)
+            elif file.job is not None:
+                self._take_facts(file)
 
     def worth_summarising(self, file: ProjectFile) -> bool:
         """Whether a file may apply a transform or tracer to a function that leads to a region, or
@@ -381,11 +387,20 @@ def read_file(path: Path, shown: str, job: Job | None):
         data = _source(path, job)
     except OSError as error:  # removed since it was found, a broken link, a folder, ...
         return None, "", None, None, f"cannot read {shown}: {error.strerror or error}"
-    index = api.text_index(data)
+    index, key = api.text_index(data), content_key(data)
     facts, error = None, None
-    if job is not None and _local_codes(data, shown, job.codes):
+    if job is not None and _local_codes(data, shown, job.codes) and not _known_facts(key, job.codes):
         facts, error = _facts(data, shown, job.codes)
-    return status, content_key(data), index.to_json(), facts, error
+    return status, key, index.to_json(), facts, error
+
+
+_CACHE: list[Cache] = []  # the run's cache, which worker processes inherit when they are forked
+
+
+def _known_facts(key: str, codes: frozenset[str]) -> bool:
+    """Whether the cache has this file's facts by its content (a file touched but not changed)."""
+    entry = _CACHE[0].peek(key) if _CACHE else None
+    return isinstance(entry, dict) and "summary" in entry and _codes_key(codes) in entry.get("local", {})
 
 
 def summarise_file(path: Path, shown: str, job: Job | None):

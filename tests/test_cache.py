@@ -25,13 +25,13 @@ def project(tmp_path, monkeypatch):
 def parsed(monkeypatch):
     """The display paths of the files this run really analysed (not answered by the cache)."""
     seen: list[str] = []
-    real = engine.check_source
+    real = engine.facts
 
     def counting(data, display_path, codes):
         seen.append(display_path)
         return real(data, display_path, codes)
 
-    monkeypatch.setattr(engine, "check_source", counting)
+    monkeypatch.setattr(engine, "facts", counting)
     return seen
 
 

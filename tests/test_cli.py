@@ -38,7 +38,8 @@ def project(tmp_path, monkeypatch):
     """An empty project folder as the current one, checked by the stand-in engine."""
     (tmp_path / "pyproject.toml").write_text("[tool.lint-nograd]\n")  # stops the upward search
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(engine, "check_source", stand_in_check_source)
+    monkeypatch.setattr(engine, "facts", lambda data, shown, codes: engine.FileFacts(
+        stand_in_check_source(data, shown, codes), None))
     monkeypatch.setattr(engine, "codes_to_check", lambda data, codes: codes)  # no gate
     monkeypatch.setattr(cli, "Cache", lambda folder: Cache(None))  # the cache has tests of its own
     return tmp_path
@@ -131,7 +132,7 @@ def test_json_of_a_clean_run(run, project):
 
 def codes_checked(project, monkeypatch, *args) -> frozenset[str]:
     seen = []
-    monkeypatch.setattr(engine, "check_source", lambda data, shown, codes: seen.append(codes) or [])
+    monkeypatch.setattr(engine, "facts", lambda data, shown, codes: seen.append(codes) or engine.FileFacts([], None))
     assert cli.main(["check", *args]) == 0
     [codes] = seen
     return codes
