@@ -4,6 +4,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from lint_nograd import entry_points
+
 # Grad-mode context managers. `torch.autograd.grad_mode` is where they are defined.
 _GRAD_MODE_MODULES = ("torch", "torch.autograd", "torch.autograd.grad_mode")
 NO_GRAD = frozenset(f"{m}.no_grad" for m in _GRAD_MODE_MODULES)
@@ -133,5 +135,24 @@ def text_index(data: bytes) -> TextIndex:
             separator = "" if base.endswith(".") else "."
             for name in re.findall(r"\w+", names.decode("utf-8", "replace").replace(" as ", " , ")):
                 imports[base + separator + name] = None
-    return TextIndex(names_grad_disabling_api(data), any(_has(data, family) for family in _APPLIES),
-                     _has(data, "backward") or _has(data, "autograd"), tuple(imports))
+    applies = any(_has(data, family) for family in _APPLIES) and _applies_somewhere(data)
+    return TextIndex(names_grad_disabling_api(data), applies, _has(data, "backward") or _has(data, "autograd"),
+                     tuple(imports))
+
+
+# An entry point's name where code can use it: called, decorating, passed on, aliased or imported
+# (`jacfwd(`, `@jacfwd`, `partial(jacfwd, ...)`, `jf = jacfwd`, `import ... jacfwd as jf`), on a line
+# that is no comment and no doctest; a mention in prose is not enough to read the file.
+_ENTRY_WORD = re.compile(rb"(@[\w. \t]*)?\b(?:%s)\b([ \t]*(?:[(),\]}#]|as\b|$))?" % b"|".join(
+    sorted(word.encode() for word in entry_points.WORDS)), re.MULTILINE)
+_PROSE_LINE = re.compile(rb"[ \t]*(?:#|>>>|\.\.\.)")
+
+
+def _applies_somewhere(data: bytes) -> bool:
+    for match in _ENTRY_WORD.finditer(data):
+        if match.group(1) is None and match.group(2) is None:
+            continue
+        line_start = data.rfind(b"\n", 0, match.start()) + 1
+        if not _PROSE_LINE.match(data, line_start):
+            return True
+    return False

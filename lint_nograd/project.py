@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePath
 from typing import Optional
@@ -65,16 +66,27 @@ def module_name(path: Path, roots: Sequence[Path]) -> tuple[str, bool]:
 
 
 class Project:
-    """Summaries linked across modules. `load(name)` summarises a module on first use."""
+    """Summaries linked across modules. `load(entry)` summarises a module on first use.
+
+    `leads` names the modules whose imports lead to one that names a grad-disabling API, and
+    `transforms` those whose imports lead to one that may apply a transform or tracer (None: all of
+    them). Only the first can hold a function that leads to a region, so only they are loaded to
+    follow a chain; to learn whether a helper transforms its parameter, the second are too; and a
+    call in a reached function that hands on something leading to a region may load any module
+    (a helper may call its parameter)."""
 
     def __init__(self, modules: dict[str, ModuleEntry],
-                 load: Callable[[ModuleEntry], Optional[ModuleSummary]] | None = None):
+                 load: Callable[[ModuleEntry], Optional[ModuleSummary]] | None = None,
+                 leads: Optional[set[str]] = None, transforms: Optional[set[str]] = None):
         self.modules = modules
         self._load = load
+        self._leads, self._transforms = leads, transforms
+        self._permissive = 0  # 1 while learning what a helper transforms; 2 while following a chain
+        self._refused = 0  # loads refused so far: a resolution that met one is not remembered
         self._resolved: dict[tuple[str, Ref], tuple[Value, ...]] = {}
         self._runs: dict[Value, tuple[Value, ...]] = {}
-        self.called: set[tuple[str, str, str]] = set()  # parameters a function calls
-        self.sourced: dict[tuple[str, str, str], dict[str, Reacher]] = defaultdict(dict)  # ... or transforms
+        self._parameters: dict[tuple[str, str, str], tuple[bool, dict[str, Reacher]]] = {}
+        self._uses: dict[str, dict[tuple, list]] = {}  # module -> parameter -> how its functions use it
         self.reached: dict[FunctionKey, dict[str, Reacher]] = defaultdict(dict)
         self._queue: deque = deque()
         self._reported_in: Optional[tuple[frozenset[str], dict]] = None
@@ -86,10 +98,18 @@ class Project:
         if entry is None:
             return None
         if not entry.loaded:
+            if not (self.leads(module) or self._permissive == 2 or self._permissive == 1 and (
+                    self._transforms is None or module in self._transforms)):
+                self._refused += 1
+                return None
             entry.loaded = True
             if entry.summary is None and self._load is not None:
                 entry.summary = self._load(entry)
         return entry.summary
+
+    def leads(self, module: str) -> bool:
+        """Whether a function of `module` may lead to a region."""
+        return self._leads is None or module in self._leads
 
     def loaded(self) -> list[str]:
         return [name for name, entry in self.modules.items() if entry.loaded and entry.summary is not None]
@@ -134,8 +154,12 @@ class Project:
         if depth > _MAX_DEPTH:
             return ()
         self._resolved[key] = ()  # a cycle of imports or assignments resolves to nothing
+        refused = self._refused
         values = tuple(dict.fromkeys(self._resolve(module, ref, depth)))
-        self._resolved[key] = values
+        if self._refused == refused:
+            self._resolved[key] = values
+        else:  # a module was not loaded: another look, with more allowed, may find more
+            del self._resolved[key]
         return values
 
     def _resolve(self, module: str, ref: Ref, depth: int) -> Iterator[Value]:
@@ -220,10 +244,16 @@ class Project:
 
     def runs(self, value: Value) -> tuple[Value, ...]:
         """The functions calling `value` runs: a function itself, an instance's `forward`, ..."""
-        if value not in self._runs:
-            self._runs[value] = ()
-            self._runs[value] = tuple(self._functions_run(value))
-        return self._runs[value]
+        if value in self._runs:
+            return self._runs[value]
+        self._runs[value] = ()
+        refused = self._refused
+        functions = tuple(self._functions_run(value))
+        if self._refused == refused:
+            self._runs[value] = functions
+        else:
+            del self._runs[value]
+        return functions
 
     def _functions_run(self, value: Value) -> Iterator[Value]:
         kind = value[0]
@@ -263,11 +293,9 @@ class Project:
     # -- linking ------------------------------------------------------------------------------------
 
     def link(self, modules: Iterable[str]) -> None:
-        """Compute the reach of every transform and tracer of `modules` and of the modules they lead to."""
-        self._load_reachable(modules)
-        loaded = sorted(self.loaded())
-        self._solve_parameters(loaded)
-        for module in loaded:  # in a fixed order: the first reacher of a function does not depend on the run
+        """Compute the reach of every transform and tracer of `modules`, and of the helpers they call."""
+        modules = sorted(module for module in modules if self.summary(module) is not None)
+        for module in modules:  # in a fixed order: the first reacher of a function does not depend on the run
             for function in self.summary(module).functions.values():
                 for source in function.sources:
                     self._seed(module, source)
@@ -275,76 +303,87 @@ class Project:
                     self._seed_helper_call(module, site)
         self._propagate()
 
-    def _load_reachable(self, modules: Iterable[str]) -> None:
-        """Load every module a chain from a transform or tracer may enter, before reach is computed
-        (so that it does not depend on the order modules are met in)."""
-        seen_modules: set[str] = set()
-        seen: set[FunctionKey] = set()
-        pending = [module for module in modules if self.summary(module) is not None]
-        while pending:
-            stack: list[FunctionKey] = []
-            for module in pending:
-                seen_modules.add(module)
-                for function in self.summary(module).functions.values():
-                    for source in function.sources:
-                        stack += self._keys(module, source.targets)
-                    for site in function.call_sites:
-                        stack += self._keys(module, [ref for refs in site.args for ref in refs])
-            while stack:
-                key = stack.pop()
-                if key in seen:
-                    continue
-                seen.add(key)
-                function = self.function(key)
-                if function is None:
-                    continue
-                refs = [*function.calls, *(t for s in function.sources for t in s.targets),
-                        *(r for site in function.call_sites for refs in (site.callees, *site.args) for r in refs)]
-                stack += self._keys(key[0], refs)
-            pending = [module for module in self.loaded() if module not in seen_modules]
+    @contextmanager
+    def _looking_into_helpers(self, level: int):
+        outer, self._permissive = self._permissive, max(self._permissive, level)
+        try:
+            yield
+        finally:
+            self._permissive = outer
 
-    def _keys(self, module: str, refs: Iterable[Ref]) -> list[FunctionKey]:
-        return [(f[1], f[2]) for f in self._functions(module, refs)]
+    def _passes_a_lead(self, module: str, site) -> bool:
+        """Whether a call hands on something defined in a module that may lead to a region: told
+        from the refs alone, so that nothing is loaded to answer."""
+        return any(found is not None and self.leads(found) for found in
+                   (self._module_of(module, ref) for refs in (*site.args, *site.keywords.values()) for ref in refs))
 
-    def _solve_parameters(self, modules: list[str]) -> None:
-        """Which parameters each function calls or hands to a transform, through helpers that pass
-        them on: a worklist over (function, parameter), each met once per fact it gains."""
-        passes: dict[tuple, list[tuple]] = defaultdict(list)  # (callee, parameter) -> the callers' parameters
-        work: deque = deque()
-        for module in modules:
-            for function in self.summary(module).functions.values():
+    def _module_of(self, module: str, ref: Ref) -> Optional[str]:
+        """The module a ref's value comes from: this one, or the one its import names."""
+        while ref[0] in ("attr", "inst", "call", "wrap"):
+            ref = ref[1]
+        if ref[0] in ("fn", "cls"):
+            return module
+        if ref[0] == "imp":
+            name = self._absolute(module, ref[1])
+            while name:
+                if name in self.modules:
+                    return name
+                name = name.rpartition(".")[0]
+        return None
+
+    def _helpers(self, module: str, site) -> Iterator[tuple[Value, str, tuple[Ref, ...]]]:
+        """(callee, parameter, refs) for each parameter of a helper a call site passes something to."""
+        with self._looking_into_helpers(1):
+            callees = list(self._functions(module, site.callees))
+        for callee in callees:
+            for name, refs in self._bind(callee, site):
+                yield callee, name, refs
+
+    def parameter(self, key: tuple[str, str, str]) -> tuple[bool, dict[str, Reacher]]:
+        """Whether a function calls its parameter, and the first reacher per mode of the transforms
+        it hands it to, directly or through other helpers (found when first asked)."""
+        if key in self._parameters:
+            return self._parameters[key]
+        self._parameters[key] = (False, {})  # a helper that passes it back to itself: what is known so far
+        called, sourced = False, {}
+        for use in self._uses_of(key[0]).get(key, ()):
+            if use == "called":
+                called = True
+            elif isinstance(use, tuple):  # (mode, reacher)
+                sourced.setdefault(use[0], use[1])
+            else:  # a call site passing it to a helper
+                for callee, name, refs in self._helpers(key[0], use):
+                    if any(key in _parameters(key[0], ref) for ref in refs):
+                        more_called, more_sourced = self.parameter((callee[1], callee[2], name))
+                        called = called or more_called
+                        for mode, reacher in more_sourced.items():
+                            sourced.setdefault(mode, reacher)
+        self._parameters[key] = (called, sourced)
+        return called, sourced
+
+    def helpers(self) -> list[tuple[tuple[str, str, str], tuple[bool, dict[str, Reacher]]]]:
+        """The parameters of helpers looked into so far, with what their functions do with them."""
+        return list(self._parameters.items())
+
+    def _uses_of(self, module: str) -> dict[tuple, list]:
+        """For each parameter of the module's functions: "called", (mode, reacher) for a transform
+        applied to it, and the call sites that pass it on."""
+        if module not in self._uses:
+            uses: dict[tuple, list] = defaultdict(list)
+            summary = self.summary(module)
+            for function in summary.functions.values() if summary else ():
                 for ref in function.calls:
                     for parameter in _parameters(module, ref):
-                        self.called.add(parameter)
-                        work.append(parameter)
+                        uses[parameter].append("called")
                 for source in function.sources:
-                    for ref in source.targets:
-                        for parameter in _parameters(module, ref):
-                            for mode in source.modes:
-                                self.sourced[parameter].setdefault(mode, _reacher(mode, module, source))
-                            work.append(parameter)
+                    for parameter in (p for ref in source.targets for p in _parameters(module, ref)):
+                        uses[parameter] += [(mode, _reacher(mode, module, source)) for mode in source.modes]
                 for site in function.call_sites:
-                    if not any(_parameters(module, ref) for refs in site.args for ref in refs) and \
-                            not any(_parameters(module, ref) for refs in site.keywords.values() for ref in refs):
-                        continue
-                    for callee in self._functions(module, site.callees):
-                        for name, refs in self._bind(callee, site):
-                            for parameter in (p for ref in refs for p in _parameters(module, ref)):
-                                passes[(callee[1], callee[2], name)].append(parameter)
-                                work.append((callee[1], callee[2], name))
-        while work:
-            parameter = work.popleft()
-            called, sourced = parameter in self.called, self.sourced.get(parameter, {})
-            for caller in passes.get(parameter, ()):
-                changed = called and caller not in self.called
-                if changed:
-                    self.called.add(caller)
-                for mode, reacher in sourced.items():
-                    if mode not in self.sourced[caller]:
-                        self.sourced[caller][mode] = reacher
-                        changed = True
-                if changed:
-                    work.append(caller)
+                    for parameter in {p for refs in (*site.args, *site.keywords.values())
+                                      for ref in refs for p in _parameters(module, ref)}:
+                        uses[parameter].append(site)
+            self._uses[module] = uses
+        return self._uses[module]
 
     def _reach(self, function: Value, mode: str, reacher: Reacher) -> None:
         key = (function[1], function[2])
@@ -361,12 +400,13 @@ class Project:
 
     def _seed_helper_call(self, module: str, site) -> None:
         """`hvp(energy, x, v)` with `def hvp(f, x, v): return jvp(grad(f), ...)` reaches `energy`."""
-        for callee in self._functions(module, site.callees):
-            for name, refs in self._bind(callee, site):
-                for mode, inner in self.sourced.get((callee[1], callee[2], name), {}).items():
-                    reacher = replace(inner, via=(module, site.span, site.text))
-                    for function in self._functions(module, refs):
-                        self._reach(function, mode, reacher)
+        if not self._passes_a_lead(module, site):
+            return
+        for callee, name, refs in self._helpers(module, site):
+            for mode, inner in self.parameter((callee[1], callee[2], name))[1].items():
+                reacher = replace(inner, via=(module, site.span, site.text))
+                for function in self._functions(module, refs):
+                    self._reach(function, mode, reacher)
 
     def _propagate(self) -> None:
         while self._queue:
@@ -380,13 +420,15 @@ class Project:
             for source in function.sources:  # an inner transform runs its function under this one too
                 for callee in self._functions(module, source.targets):
                     self._reach(callee, mode, onward)
-            for site in function.call_sites:  # a helper that calls what it is given
-                for callee in self._functions(module, site.callees):
-                    for parameter, refs in self._bind(callee, site):
-                        if (callee[1], callee[2], parameter) in self.called or \
-                                (callee[1], callee[2], parameter) in self.sourced:
-                            for passed in self._functions(module, refs):
-                                self._reach(passed, mode, onward)
+            for site in function.call_sites:  # a helper that calls (or transforms) what it is given
+                if not self._passes_a_lead(module, site):
+                    continue
+                with self._looking_into_helpers(2):
+                    helpers = [(callee, refs) for callee, parameter, refs in self._helpers(module, site)
+                               if any(self.parameter((callee[1], callee[2], parameter)))]
+                for callee, refs in helpers:
+                    for passed in self._functions(module, refs):
+                        self._reach(passed, mode, onward)
 
     # -- what the rules ask -------------------------------------------------------------------------
 

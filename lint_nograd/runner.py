@@ -14,6 +14,7 @@ and what the cache spares.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import re
 from collections.abc import Callable, Sequence
@@ -157,14 +158,23 @@ class Run:
         may define a function returning what it computes in a region to a file calling backward."""
         if file.index is None:
             return False
-        if file.index.applies and file.module in self._leading_to_regions():
+        if file.index.applies and file.module in self.leading_to_regions:
             return True
         return file.index.regions and any(self.by_module[importer].index and self.by_module[importer].index.backward
                                           for importer in self.importers().get(file.module, ()))
 
-    def _leading_to_regions(self) -> set[str]:
+    @functools.cached_property
+    def leading_to_regions(self) -> set[str]:
         """The modules that name a grad-disabling API, and those whose imports lead to one."""
-        found = {f.module for f in self.files.values() if f.index is not None and f.index.regions}
+        return self._leading_to({f.module for f in self.files.values() if f.index is not None and f.index.regions})
+
+    @functools.cached_property
+    def transforming(self) -> set[str]:
+        """The modules that may apply a transform or tracer (to a helper's parameter, say), and
+        those whose imports lead to one."""
+        return self._leading_to({f.module for f in self.files.values() if f.index is not None and f.index.applies})
+
+    def _leading_to(self, found: set[str]) -> set[str]:
         stack = list(found)
         while stack:
             for importer in self.importers().get(stack.pop(), ()):
@@ -251,7 +261,8 @@ class Run:
         while True:
             modules = {f.module: ModuleEntry(f.module, f.shown, f.is_package, f.facts and f.facts.summary,
                                              loaded=f.summarised) for f in self.by_module.values()}
-            project = Project(modules, self._load)
+            project = Project(modules, self._load, None if self.everything else self.leading_to_regions,
+                              None if self.everything else self.transforming)
             project.link(sorted(m for m, f in self.by_module.items() if f.facts and f.facts.summary))
             callers = self._callers_by_name(project)
             if not callers:
@@ -270,8 +281,9 @@ class Run:
         transform or tracer (or a package of it), or of a function returning what it computes in a
         region while they may call backward, and that name that function."""
         wanted: dict[tuple[str, bool], set[str]] = {}  # (module, only files calling backward) -> names
-        for module, function, _ in project.sourced:
-            wanted.setdefault((module, False), set()).add(function)
+        for (module, function, _), (_, sourced) in project.helpers():
+            if sourced:
+                wanted.setdefault((module, False), set()).add(function)
         for module in project.loaded():
             for name, function in project.summary(module).functions.items():
                 if function.returns_region:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Optional
 
 from lint_nograd import api, entry_points
@@ -116,7 +116,32 @@ class ModuleSummary:
     backwards: list[BackwardSite]
 
     def to_json(self) -> dict:
-        return asdict(self)
+        """Plain data (dataclasses.asdict is far slower: it deep-copies every ref)."""
+        def span(s):
+            return None if s is None else {"row": s.row, "col": s.col, "end_row": s.end_row, "end_col": s.end_col,
+                                           "line": s.line}
+
+        def source(s):
+            return {"entry": s.entry, "modes": s.modes, "targets": s.targets, "span": span(s.span), "text": s.text,
+                    "receivers": s.receivers}
+
+        def site(c):
+            return {"callees": c.callees, "args": c.args, "keywords": c.keywords, "span": span(c.span),
+                    "text": c.text}
+
+        return {
+            "functions": {name: {"params": f.params, "kwonly": f.kwonly, "calls": f.calls,
+                                 "call_sites": [site(c) for c in f.call_sites], "sources": [source(x) for x in f.sources],
+                                 "returns_region": span(f.returns_region), "returns_api": f.returns_api}
+                          for name, f in self.functions.items()},
+            "classes": {name: {"bases": c.bases, "methods": c.methods, "attributes": c.attributes}
+                        for name, c in self.classes.items()},
+            "names": self.names,
+            "regions": [{"function": r.function, "api": r.api, "inference": r.inference, "span": span(r.span),
+                         "dual_level": span(r.dual_level)} for r in self.regions],
+            "backwards": [{"callees": b.callees, "callee_text": b.callee_text, "name": b.name,
+                           "assigned_row": b.assigned_row, "span": span(b.span)} for b in self.backwards],
+        }
 
     @classmethod
     def from_json(cls, data: dict) -> "ModuleSummary":
@@ -171,9 +196,14 @@ def span_of(node: ast.AST, lines: list[str]) -> Span:
     return Span(node.lineno, column(line, node.col_offset), end_row, end_col, line)
 
 
-def short(node: ast.AST, limit: int = 40) -> str:
-    text = ast.unparse(node)
-    return text if len(text) <= limit else text[:limit - 4] + "...)"
+def short(node: ast.AST, lines: list[str], limit: int = 40) -> str:
+    """The source of a node as written, its first line at most, shortened: `jacfwd(loss)`."""
+    span = span_of(node, lines)
+    text = span.line[span.col - 1:span.end_col - 1] if span.end_row == span.row else span.line[span.col - 1:]
+    text = text.rstrip()
+    if span.end_row != span.row or len(text) > limit:
+        return text[:limit - 4].rstrip() + "...)"
+    return text
 
 
 def _first_argument(call: ast.Call, position: int, keyword: str) -> ast.expr | None:
@@ -190,8 +220,31 @@ def summarise(model: SemanticModel, lines: list[str]) -> ModuleSummary:
     return _Summariser(model, lines).run()
 
 
+# Nodes with nothing below them that the walk needs.
+_LEAVES = frozenset({ast.Name, ast.Constant, ast.Load, ast.Store, ast.Del, ast.alias, ast.Pass, ast.Break,
+                     ast.Continue, ast.Global, ast.Nonlocal, ast.Import, ast.ImportFrom})
+
+
 class _Summariser(ast.NodeVisitor):
     """One walk over the whole module, keeping the scope and the function each call is made in."""
+
+    def visit(self, node: ast.AST) -> None:
+        """NodeVisitor's, faster: this walks every node of every file the project needs."""
+        handler = _HANDLERS.get(type(node))
+        if handler is not None:
+            handler(self, node)
+        else:
+            self.generic_visit(node)
+
+    def generic_visit(self, node: ast.AST) -> None:
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if type(value) is list:
+                for item in value:
+                    if type(item) not in _LEAVES and isinstance(item, ast.AST):
+                        self.visit(item)
+            elif type(value) not in _LEAVES and isinstance(value, ast.AST):
+                self.visit(value)
 
     def __init__(self, model: SemanticModel, lines: list[str]):
         self.model, self.scopes, self.lines = model, model.scopes, lines
@@ -203,7 +256,7 @@ class _Summariser(ast.NodeVisitor):
         self.method_class: Optional[str] = None  # the class of the method being walked, for `self.x = ...`
         self.dual_level: list[Span] = []  # enclosing `with dual_level():` blocks that make duals
         self.region_dual_level: dict[int, Span] = {}
-        self._refs_of: dict[int, tuple[Ref, ...]] = {}
+        self._of_binding: dict[int, tuple[Ref, ...]] = {}  # the refs of each binding, once
 
     def run(self) -> ModuleSummary:
         for statement in self.model.module.body:
@@ -230,11 +283,9 @@ class _Summariser(ast.NodeVisitor):
                 return tuple(("imp", module + ("" if module.endswith(".") else ".") + expr.id)
                              for module in self.scopes.module.star_imports)
             return self._binding_refs(bindings, depth)
-        if kind is ast.Attribute:
-            names = self.scopes.qualified_names(expr, scope)
-            if names:
-                return tuple(("imp", name) for name in sorted(names))
-            return tuple(("attr", base, expr.attr) for base in self.refs(expr.value, scope, depth + 1))
+        if kind is ast.Attribute:  # `m.loss` after `import pkg.model as m` is `pkg.model.loss`
+            return tuple(("imp", f"{base[1]}.{expr.attr}") if base[0] == "imp" else ("attr", base, expr.attr)
+                         for base in self.refs(expr.value, scope, depth + 1))
         if kind is ast.Lambda:
             return (("fn", self.model.name_of(expr)),)
         if kind is ast.Call:
@@ -243,30 +294,39 @@ class _Summariser(ast.NodeVisitor):
 
     def _call_refs(self, call: ast.Call, scope: Scope, depth: int) -> tuple[Ref, ...]:
         func = call.func
-        names = self.scopes.qualified_names(func, scope)
-        entry = entry_points.entry_point(names)
+        callees = self.refs(func, scope, depth + 1)
+        names = _imported(callees)
+        entry = entry_points.entry_point(names) if names else None
         if entry is not None or names & (api.VMAP | api.PARTIAL):
             position, keyword = entry.argument if entry else (0, "func")
             return tuple(("wrap", ref) for ref in self.refs(_first_argument(call, position, keyword), scope, depth + 1))
         if isinstance(func, ast.Attribute) and func.attr in _RETURN_THE_MODULE and not names:
             return self.refs(func.value, scope, depth + 1)  # `Net().eval()`
-        return tuple(("call", ref) for ref in self.refs(func, scope, depth + 1))
+        return tuple(("call", ref) for ref in callees)
 
     def _binding_refs(self, bindings: list[Binding], depth: int) -> tuple[Ref, ...]:
         found: list[Ref] = []
         for binding in bindings:
-            node = binding.node
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                found.append(("fn", self.model.name_of(node)))
-            elif isinstance(node, ast.ClassDef):
-                found.append(("cls", self.model.name_of(node)))
-            elif binding.imported:
-                found.append(("imp", binding.imported))
-            elif isinstance(node, ast.arg):
-                found += self._parameter_refs(binding)
-            elif binding.value is not None:
-                found += self.refs(binding.value, binding.scope, depth + 1)
+            refs = self._of_binding.get(id(binding))
+            if refs is None:
+                self._of_binding[id(binding)] = ()  # `a = b` and `b = a`: nothing
+                refs = self._of_binding[id(binding)] = self._one_binding_refs(binding, depth)
+            found += refs
         return tuple(dict.fromkeys(found))
+
+    def _one_binding_refs(self, binding: Binding, depth: int) -> tuple[Ref, ...]:
+        node = binding.node
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return (("fn", self.model.name_of(node)),)
+        if isinstance(node, ast.ClassDef):
+            return (("cls", self.model.name_of(node)),)
+        if binding.imported:
+            return (("imp", binding.imported),)
+        if isinstance(node, ast.arg):
+            return tuple(self._parameter_refs(binding))
+        if binding.value is not None:
+            return self.refs(binding.value, binding.scope, depth + 1)
+        return ()
 
     def _parameter_refs(self, binding: Binding) -> list[Ref]:
         function = binding.scope.node
@@ -405,8 +465,9 @@ class _Summariser(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         self.generic_visit(node)
         func = node.func
-        names = self.scopes.qualified_names(func, self.scope)
-        entry = entry_points.entry_point(names)
+        callees = self.refs(func)
+        names = _imported(callees)
+        entry = entry_points.entry_point(names) if names else None
         if entry is not None:
             position, keyword = entry.argument
             targets = self.refs(_first_argument(node, position, keyword))
@@ -422,8 +483,7 @@ class _Summariser(ast.NodeVisitor):
                 self._add_source("Tracer.trace", (entry_points.DROPS,), self.refs(_first_argument(node, 0, "root")),
                                  node, receivers)
             return
-        else:
-            callees = self.refs(func)
+        callees = tuple(ref for ref in callees if _may_run_a_function(ref))
         if not callees:
             return
         calls = self._calls[self.function]
@@ -435,7 +495,7 @@ class _Summariser(ast.NodeVisitor):
         keywords = {k.arg: refs for k in node.keywords if k.arg and (refs := self.refs(k.value))}
         if any(args) or keywords:
             self.functions[self.function].call_sites.append(
-                CallSite(callees, args, keywords, span_of(node, self.lines), short(node)))
+                CallSite(callees, args, keywords, span_of(node, self.lines), short(node, self.lines)))
 
     def _traced_methods(self, call: ast.Call, modules: tuple[Ref, ...]) -> tuple[Ref, ...]:
         """`trace_module(m, {"forward": x, "infer": y})` runs `m.infer` too."""
@@ -452,7 +512,7 @@ class _Summariser(ast.NodeVisitor):
         if entry == "dual_level":  # reported at the `with`, which is where forward mode starts
             span, text = self.dual_level[-1], "dual_level()"
         else:
-            span, text = span_of(node, self.lines), short(node)
+            span, text = span_of(node, self.lines), short(node, self.lines)
         self.functions[self.function].sources.append(Source(entry, modes, targets, span, text, receivers))
 
     # -- regions, returns, backward ---------------------------------------------------------------
@@ -475,9 +535,28 @@ class _Summariser(ast.NodeVisitor):
         for backward in self.model.backwards_through_calls:
             callees = self.refs(backward.callee, backward.scope)
             if callees:
-                sites.append(BackwardSite(callees, short(backward.callee), backward.name,
+                sites.append(BackwardSite(callees, short(backward.callee, self.lines), backward.name,
                                           backward.assigned_at.lineno, span_of(backward.call, self.lines)))
         return sites
+
+
+_HANDLERS = {getattr(ast, name[len("visit_"):]): method for name, method in vars(_Summariser).items()
+             if name.startswith("visit_") and hasattr(ast, name[len("visit_"):])}
+
+
+def _imported(refs: tuple[Ref, ...]) -> frozenset[str]:
+    """The qualified names among refs: what a call of them is, if it is PyTorch's."""
+    return frozenset(ref[1] for ref in refs if ref[0] == "imp")
+
+
+def _may_run_a_function(ref: Ref) -> bool:
+    """Whether calling `ref` may run one of the project's functions: `x.mean()` on a parameter does
+    not (what a parameter is, is not followed), calling the parameter itself may."""
+    if ref[0] == "param":
+        return True
+    while ref[0] in ("attr", "call", "inst"):
+        ref = ref[1]
+    return ref[0] != "param"
 
 
 def _positional(function: ast.AST) -> list[ast.arg]:
