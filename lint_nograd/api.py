@@ -4,7 +4,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from lint_nograd import entry_points
 
 # Grad-mode context managers. `torch.autograd.grad_mode` is where they are defined.
 _GRAD_MODE_MODULES = ("torch", "torch.autograd", "torch.autograd.grad_mode")
@@ -49,21 +48,19 @@ def transform_name(qualified_names: frozenset[str]) -> str | None:
     return None
 
 
-# What else a file's text must contain for each rule to be possible in it. Every spelling the
-# semantic model resolves (aliases and star imports included) spells these words somewhere.
-# A substring test first: `in` on bytes is far faster than a regular expression.
-_TEXT_NEEDED = {
-    "transform": ((b"func", re.compile(rb"functorch|\bfunc\b")),
-                  (b"", re.compile(rb"\b(?:grad|grad_and_value|vjp|jvp|jacrev|jacfwd|hessian|linearize)\b"))),
-    "functional": ((b"functional", re.compile(rb"\b(?:jacobian|hessian|vjp|jvp|vhp|hvp)\b")),),
-    "dual": ((b"dual_level", None),),
-    "tracer": ((b"trace", re.compile(rb"symbolic_trace|\btrace\b|trace_module")),),
-    "make_fx": ((b"make_fx", None),),
-    "fx_based": ((b"", re.compile(rb"prepare_fx|prepare_qat_fx|create_feature_extractor")),),
-    "backward": ((b"backward", None),),
-    "autograd": ((b"autograd", None),),
+# The words a file must use for each rule to be possible in it: every spelling the semantic model
+# resolves (aliases and star imports included) uses one of these words somewhere (see `_uses`).
+_FAMILIES = {
+    "transform": ("grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "linearize"),
+    "functional": ("jacobian", "hessian", "vjp", "jvp", "vhp", "hvp"),
+    "dual": ("dual_level",),
+    "tracer": ("symbolic_trace", "trace", "trace_module"),
+    "make_fx": ("make_fx",),
+    "fx_based": ("prepare_fx", "prepare_qat_fx", "create_feature_extractor"),
+    "backward": ("backward",),
+    "autograd": ("grad", "backward"),  # torch.autograd.grad(...), torch.autograd.backward(...)
 }
-_RULE_NEEDS = {  # a rule is possible when one of its families of words is in the text
+_RULE_NEEDS = {  # a rule is possible when one of its families of words is used in the text
     "NG001": ("transform",), "NG002": ("transform",), "NG003": ("backward", "autograd"),
     "NG004": ("transform", "functional", "dual"), "NG005": ("tracer", "make_fx", "fx_based"),
     "NG006": ("transform", "functional"),
@@ -77,7 +74,9 @@ def names_grad_disabling_api(data: bytes) -> bool:
 
 
 def _has(data: bytes, family: str) -> bool:
-    return all(word in data and (pattern is None or pattern.search(data)) for word, pattern in _TEXT_NEEDED[family])
+    if family == "autograd" and b"autograd" not in data:
+        return False
+    return _uses(data, _FAMILIES[family], module_evidence=family in ("transform", "functional"))
 
 
 def possible_codes(data: bytes, codes: frozenset[str]) -> frozenset[str]:
@@ -115,44 +114,91 @@ class TextIndex:
         return cls(regions, applies, backward, tuple(imports))
 
 
-# `import a.b as c, d` and `from .a import (b, c)`: the names of modules an import statement may bind
-_IMPORT = re.compile(rb"^[ \t]*(?:from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\r\n;#]*)"
-                     rb"|import[ \t]+([^\r\n;#]*))", re.MULTILINE)
-
-
 def text_index(data: bytes) -> TextIndex:
-    imports: dict[str, None] = {}
-    if b"import" in data:
-        for match in _IMPORT.finditer(data):
-            module, names, plain = match.groups()
-            if plain is not None:
-                for part in plain.decode("utf-8", "replace").split(","):
-                    if part.split():
-                        imports[part.split()[0]] = None
-                continue
-            base = module.decode("utf-8", "replace")
-            imports[base] = None
-            separator = "" if base.endswith(".") else "."
-            for name in re.findall(r"\w+", names.decode("utf-8", "replace").replace(" as ", " , ")):
-                imports[base + separator + name] = None
-    applies = any(_has(data, family) for family in _APPLIES) and _applies_somewhere(data)
-    return TextIndex(names_grad_disabling_api(data), applies, _has(data, "backward") or _has(data, "autograd"),
-                     tuple(imports))
+    applies = any(_has(data, family) for family in _APPLIES)
+    return TextIndex(names_grad_disabling_api(data), applies, b"backward" in data or b"autograd" in data,
+                     _imports(data))
 
 
-# An entry point's name where code can use it: called, decorating, passed on, aliased or imported
-# (`jacfwd(`, `@jacfwd`, `partial(jacfwd, ...)`, `jf = jacfwd`, `import ... jacfwd as jf`), on a line
-# that is no comment and no doctest; a mention in prose is not enough to read the file.
-_ENTRY_WORD = re.compile(rb"(@[\w. \t]*)?\b(?:%s)\b([ \t]*(?:[(),\]}#]|as\b|$))?" % b"|".join(
-    sorted(word.encode() for word in entry_points.WORDS)), re.MULTILINE)
-_PROSE_LINE = re.compile(rb"[ \t]*(?:#|>>>|\.\.\.)")
+# An import statement, read from its line: `import a.b as c, d`, `from .a import (b,` ...
+_IMPORT_LINE = re.compile(rb"[ \t]*(?:from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+(.*)|import[ \t]+(.*))")
 
 
-def _applies_somewhere(data: bytes) -> bool:
-    for match in _ENTRY_WORD.finditer(data):
-        if match.group(1) is None and match.group(2) is None:
+def _imports(data: bytes) -> tuple[str, ...]:
+    """The modules a file's import statements may name, relative ones with their dots. The lines
+    are found with `bytes.find`: a regular expression over every line costs ten times more."""
+    found: dict[str, None] = {}
+    position = 0
+    while (at := data.find(b"import", position)) >= 0:
+        start = data.rfind(b"\n", 0, at) + 1
+        end = data.find(b"\n", at)
+        end = len(data) if end < 0 else end
+        position = end
+        match = _IMPORT_LINE.match(data, start, end)
+        if match is None:
             continue
-        line_start = data.rfind(b"\n", 0, match.start()) + 1
-        if not _PROSE_LINE.match(data, line_start):
-            return True
+        module, names, plain = match.groups()
+        if names is not None and names.lstrip().startswith(b"(") and b")" not in names:
+            close = data.find(b")", end)
+            names, position = data[match.start(2):close if close >= 0 else len(data)], max(close, end)
+        text = (plain if plain is not None else names).decode("utf-8", "replace").split("#")[0]
+        if plain is not None:
+            found.update((part.split()[0], None) for part in text.split(",") if part.split())
+            continue
+        base = module.decode("utf-8", "replace")
+        found[base] = None
+        separator = "" if base.endswith(".") else "."
+        found.update((base + separator + name, None) for name in re.findall(r"\w+", text.replace(" as ", " , ")))
+    return tuple(found)
+
+
+# A word only counts where code can use it: called, decorating, passed on, or aliased (`jacfwd(`,
+# `@jacfwd`, `partial(jacfwd, ...)`, `jf = jacfwd`, `import ... jacfwd as jf`), on a line that is no
+# comment or doctest. A name of torch.func's (or torch.autograd.functional's) counts only where the
+# file names such a module with it (`func.grad`, `from torch.func import grad`, `from functorch
+# import *`, `import torch.func as tf`); `trace` only as `jit.trace`, a call, or in an import.
+_NAME_CHAR = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+_USED_AFTER = re.compile(rb"[ \t]*(?:[(),\]}#]|as\b|\r?$)", re.MULTILINE)
+_USED_BEFORE = re.compile(rb"@[\w. \t]*$")
+_PROSE_LINE = re.compile(rb"[ \t]*(?:#|>>>|\.\.\.)")
+_FUNC_MODULE = rb"(?:functorch|func|functional|eager_transforms|apis)"
+_FUNC_ALIAS = re.compile(rb"^[ \t]*(?:import[ \t]+[\w.]*%s[\w.]*[ \t]+as\b|from[ \t]+[\w.]*%s[\w.]*[ \t]+import[ \t]+\*)"
+                         % (_FUNC_MODULE, _FUNC_MODULE), re.MULTILINE)
+
+
+def _names_a_func_module(data: bytes, word: bytes) -> bool:
+    """`func.grad`, `functorch.grad`, `from torch.func import (jacfwd, grad)`, or an alias or a star
+    import of such a module, which may spell any of its names."""
+    if _FUNC_ALIAS.search(data):
+        return True
+    return bool(re.search(rb"%s[ \t]*\.[ \t]*%s\b|^[ \t]*from[ \t]+[\w.]*%s[\w.]*[ \t]+import[ \t]+[^\n]*\b%s\b"
+                          % (_FUNC_MODULE, word, _FUNC_MODULE, word), data, re.MULTILINE)) or \
+        bool(re.search(rb"^[ \t]*from[ \t]+[\w.]*%s[\w.]*[ \t]+import[ \t]*\([^)]*\b%s\b" % (_FUNC_MODULE, word),
+                       data, re.MULTILINE))
+
+
+def _uses(data: bytes, words: tuple[str, ...], module_evidence: bool) -> bool:
+    """Whether the file uses one of `words` as code can (the occurrences are found with
+    `bytes.find`: one regular expression of all the names costs ten times more)."""
+    if module_evidence and b"func" not in data:
+        return False
+    for word in words:
+        encoded = word.encode()
+        if encoded not in data:
+            continue
+        position = 0
+        while (at := data.find(encoded, position)) >= 0:
+            position = after = at + len(encoded)
+            if (at and data[at - 1] in _NAME_CHAR) or (after < len(data) and data[after] in _NAME_CHAR):
+                continue
+            start = data.rfind(b"\n", 0, at) + 1
+            if _PROSE_LINE.match(data, start):
+                continue
+            if word == "trace" and not (data.startswith(b"jit.", at - 4) or data.startswith(b"(", after)
+                                        or b"import" in data[start:at]):
+                continue  # `aten.trace`, a stack trace
+            if _USED_AFTER.match(data, after) or _USED_BEFORE.search(data, start, at):
+                if not module_evidence or _names_a_func_module(data, encoded):
+                    return True
+                break  # not torch.func's here: the word's other occurrences are not either
     return False

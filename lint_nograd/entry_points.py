@@ -94,9 +94,10 @@ FUNCTIONAL_CALL = frozenset({"torch.func.functional_call", "torch._functorch.fun
                              "torch.nn.utils.stateless.functional_call", "functorch.functional_call"})
 TRACER_CLASSES = frozenset({"torch.fx.Tracer", "torch.fx._symbolic_trace.Tracer"})
 
-# The last names of every entry point, as code spells them: the text a file needs to apply one.
-WORDS = frozenset({name.rpartition(".")[2] for entry in ENTRY_POINTS for name in entry.qualified_names}
-                  | {"dual_level"})
+# The last names of every entry point that can misread a region, as code spells them: the text a
+# file needs to apply one.
+WORDS = frozenset({name.rpartition(".")[2] for entry in ENTRY_POINTS if entry.modes != (KEEPS,)
+                   for name in entry.qualified_names} | {"dual_level"})
 
 
 def entry_point(qualified_names: frozenset[str]) -> EntryPoint | None:

@@ -69,7 +69,7 @@ class Project:
     """Summaries linked across modules. `load(entry)` summarises a module on first use.
 
     `leads` names the modules whose imports lead to one that names a grad-disabling API, and
-    `transforms` those whose imports lead to one that may apply a transform or tracer (None: all of
+    `transforms` those that may apply a transform or tracer, or import one that may (None: all of
     them). Only the first can hold a function that leads to a region, so only they are loaded to
     follow a chain; to learn whether a helper transforms its parameter, the second are too; and a
     call in a reached function that hands on something leading to a region may load any module
@@ -317,6 +317,12 @@ class Project:
         return any(found is not None and self.leads(found) for found in
                    (self._module_of(module, ref) for refs in (*site.args, *site.keywords.values()) for ref in refs))
 
+    def _may_transform(self, module: str, site) -> bool:
+        """Whether a call's callee may be a helper that transforms its parameter: one of a module
+        that may apply a transform, or import one that may (told from the refs: nothing loaded)."""
+        return self._transforms is None or any(
+            self._module_of(module, ref) in self._transforms for ref in site.callees)
+
     def _module_of(self, module: str, ref: Ref) -> Optional[str]:
         """The module a ref's value comes from: this one, or the one its import names."""
         while ref[0] in ("attr", "inst", "call", "wrap"):
@@ -351,7 +357,7 @@ class Project:
                 called = True
             elif isinstance(use, tuple):  # (mode, reacher)
                 sourced.setdefault(use[0], use[1])
-            else:  # a call site passing it to a helper
+            elif called or self._may_transform(key[0], use) or self._permissive == 2:  # passed to a helper
                 for callee, name, refs in self._helpers(key[0], use):
                     if any(key in _parameters(key[0], ref) for ref in refs):
                         more_called, more_sourced = self.parameter((callee[1], callee[2], name))
@@ -400,7 +406,7 @@ class Project:
 
     def _seed_helper_call(self, module: str, site) -> None:
         """`hvp(energy, x, v)` with `def hvp(f, x, v): return jvp(grad(f), ...)` reaches `energy`."""
-        if not self._passes_a_lead(module, site):
+        if not self._may_transform(module, site) or not self._passes_a_lead(module, site):
             return
         for callee, name, refs in self._helpers(module, site):
             for mode, inner in self.parameter((callee[1], callee[2], name))[1].items():

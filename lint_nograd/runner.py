@@ -171,8 +171,9 @@ class Run:
     @functools.cached_property
     def transforming(self) -> set[str]:
         """The modules that may apply a transform or tracer (to a helper's parameter, say), and
-        those whose imports lead to one."""
-        return self._leading_to({f.module for f in self.files.values() if f.index is not None and f.index.applies})
+        those that import one (a helper that hands its parameter on to such a helper)."""
+        applying = {f.module for f in self.files.values() if f.index is not None and f.index.applies}
+        return applying | {importer for module in applying for importer in self.importers().get(module, ())}
 
     def _leading_to(self, found: set[str]) -> set[str]:
         stack = list(found)
