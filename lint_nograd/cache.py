@@ -97,7 +97,8 @@ class Cache:
             pass  # no cache yet
         except (OSError, DamagedCache) as error:
             reason = error.strerror if isinstance(error, OSError) and error.strerror else error
-            self.problem = f"cannot use the cache {shown_path(folder / _FILE_NAME, Path.cwd())}: {reason}; starting afresh"
+            shown = shown_path(folder / _FILE_NAME, Path.cwd())
+            self.problem = f"cannot use the cache {shown}: {reason}; starting afresh"
             self._findings, self._files, self._other_versions = {}, {}, {}
 
     def _read(self, data: bytes) -> None:
@@ -110,7 +111,7 @@ class Cache:
         versions = stored.get("versions") if isinstance(stored, dict) and stored.get("format") == _FORMAT else None
         if not isinstance(versions, dict):
             raise DamagedCache("not a cache of this tool")
-        for tool, section in versions.items():
+        for section in versions.values():
             if not (isinstance(section, dict) and isinstance(section.get("written"), int)
                     and isinstance(section.get("findings"), dict) and isinstance(section.get("files"), dict)):
                 raise DamagedCache("a section of another shape")

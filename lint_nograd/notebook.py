@@ -70,7 +70,8 @@ class Notebook:
         code = [(number, _cell_text(cell)) for number, cell in enumerate(cells, 1)
                 if isinstance(cell, dict) and cell.get("cell_type") == "code"]
         # the first line break of the code: `fix` writes its new lines with the joined source's first
-        first_break = next((found.group() for _, text in code for found in [_LINE_BREAK.search(text)] if found), "\n")
+        breaks = (_LINE_BREAK.search(text) for _, text in code)
+        first_break = next((found.group() for found in breaks if found), "\n")
         parts: list[str] = []
         for number, text in code:
             parts.append(_MARKER.format(number) + first_break)

@@ -56,15 +56,15 @@ class Workers:
         if self._pool is None:
             result = function(*args)
             return lambda: result
-        with _sigint_blocked():  # a worker started here must not get a Ctrl-C before it ignores them
+        with _sigint_blocked():  # a worker forked here takes Ctrl-C only once its handler is set
             future = self._pool.submit(_run_task, function, *args)
 
-        def result():
+        def outcome():
             try:
                 return future.result()
             except BrokenProcessPool:
                 return if_worker_stops
-        return result
+        return outcome
 
 
 @contextlib.contextmanager
@@ -73,11 +73,11 @@ def _sigint_blocked():
     if not hasattr(signal, "pthread_sigmask"):
         yield
         return
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def _interrupt_workers(pool: ProcessPoolExecutor) -> None:
@@ -94,10 +94,10 @@ _interrupted = False
 
 def _run_task(function, *args):
     global _in_task
-    if _interrupted:
-        raise KeyboardInterrupt
     try:
         _in_task = True  # inside the try: an interruption right here still resets it
+        if _interrupted:  # Ctrl-C came before this task started
+            raise KeyboardInterrupt
         return function(*args)
     finally:
         _in_task = False

@@ -5,6 +5,7 @@ import os
 from pathlib import Path
 
 import pytest
+from deadline import deadline
 
 from lint_nograd.files import DEFAULT_EXCLUDE, compile_patterns, discover
 
@@ -183,7 +184,8 @@ def test_a_folder_link_is_followed_only_inside_the_tree_given(tmp_path):
 def test_an_unreadable_gitignore_is_reported_and_its_patterns_not_applied(tmp_path, make_gitignore):
     make(tmp_path, "a.py", "sub/ignored.py")
     make_gitignore(tmp_path / "sub" / ".gitignore")
-    result = discover(["."], root=tmp_path, exclude=compile_patterns([]), cwd=tmp_path)
+    with deadline():
+        result = discover(["."], root=tmp_path, exclude=compile_patterns([]), cwd=tmp_path)
     assert [shown for _, shown in result.files] == ["a.py", "sub/ignored.py"]
     [message] = result.unreadable
     assert message.startswith("cannot read sub/.gitignore: not a regular file (")
@@ -194,7 +196,8 @@ def test_an_unreadable_gitignore_is_reported_and_its_patterns_not_applied(tmp_pa
 def test_an_unreadable_gitignore_above_named_files_is_reported_once(tmp_path):
     make(tmp_path, "sub/a.py", "sub/b.py")
     os.mkfifo(tmp_path / ".gitignore")
-    result = discover(["sub/a.py", "sub/b.py", "sub"], root=tmp_path, exclude=compile_patterns([]),
-                      cwd=tmp_path, force_exclude=True)
+    with deadline():
+        result = discover(["sub/a.py", "sub/b.py", "sub"], root=tmp_path, exclude=compile_patterns([]),
+                          cwd=tmp_path, force_exclude=True)
     assert [shown for _, shown in result.files] == ["sub/a.py", "sub/b.py"]
     assert result.unreadable == ["cannot read .gitignore: not a regular file (a FIFO); its patterns are not applied"]
