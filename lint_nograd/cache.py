@@ -1,11 +1,17 @@
-"""Findings of earlier runs, so that an unchanged file is neither read nor parsed again.
+"""What earlier runs learned of each file, so that an unchanged file is neither read nor parsed again.
 
 One file per cache folder, read once by each process that needs it and written atomically at the
-end of a run. Findings are stored under a hash of the file's bytes, this tool's code and the
-rules checked in it: an edit, a new version or another configuration misses. A second index maps
-a file's path, size and modification time to that hash, as ruff and git do, so that a warm run
-only looks at file status. A file modified shortly before its entry was recorded may have changed
-again within the same timestamp tick: its bytes are hashed again before the entry is trusted.
+end of a run. Entries are stored under a hash of a file's bytes and of this tool's code: an edit
+or a new version misses. An entry holds what is known of those bytes: the text index, the
+summary, the local findings per rule selection, the finished findings per link. A second index
+maps a file's path and status (size, modification and change times, inode) to that hash, as git
+does, so that a warm run only looks at file status. A file modified shortly before its entry was
+recorded may have changed again within the same timestamp tick: its bytes are hashed again
+before the entry is trusted.
+
+The file keeps a section per version of this tool (two installed versions may share a project):
+the section of this version is checked entry by entry when read, and a cache that does not fit
+is dropped with one warning. The folder and its files are never written through a symbolic link.
 """
 from __future__ import annotations
 
@@ -13,19 +19,30 @@ import functools
 import hashlib
 import json
 import os
+import stat
 import tempfile
 import time
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from pathlib import Path
 
 from lint_nograd.diagnostics import Diagnostic, Edit, Fix
+from lint_nograd.files import shown_path
+from lint_nograd.regular_file import read_regular_file
+from lint_nograd.registry import RULES
 
 FOLDER_NAME = ".lint_nograd_cache"
 _FILE_NAME = "findings.json"
+_FORMAT = 3  # {"format", "versions": {tool: {"written", "entries", "files"}}}
 _MAX_ENTRIES = 50_000  # past this, keep only the entries this run used
+_MAX_BYTES = 256 * 2**20  # a larger file is no cache of ours; reading it could exhaust memory
+_OTHER_VERSIONS = 3  # sections of other versions kept, the most recently written first
 _RACY_NS = 2_000_000_000  # coarser than any file system's timestamps (FAT's are 2 s)
 
-FileStatus = tuple[int, int]  # (modification time in ns, size)
+FileStatus = tuple[int, int, int, int]  # (modification time in ns, size, inode, change time in ns)
+
+
+class DamagedCache(ValueError):
+    """The cache file is not what this tool writes."""
 
 
 @functools.lru_cache(maxsize=None)
@@ -36,8 +53,8 @@ def _tool_fingerprint() -> bytes:
     package = Path(__file__).parent
     parts = [__version__]
     for source in sorted(package.rglob("*.py")):
-        stat = source.stat()
-        parts.append(f"{source.relative_to(package)}:{stat.st_size}:{stat.st_mtime_ns}")
+        status = source.stat()
+        parts.append(f"{source.relative_to(package)}:{status.st_size}:{status.st_mtime_ns}")
     return hashlib.blake2b("\n".join(parts).encode(), digest_size=16).digest()
 
 
@@ -53,42 +70,66 @@ def _key(*parts: bytes) -> str:
     return digest.hexdigest()
 
 
-def cache_version(folder: Path) -> tuple[int, int] | None:
-    """Changes whenever the cache file of `folder` is written."""
-    try:
-        status = (folder / _FILE_NAME).stat()
-    except OSError:
-        return None
-    return status.st_mtime_ns, status.st_size
-
-
 def file_status(path: Path) -> FileStatus | None:
     try:
         status = path.stat()
     except OSError:
         return None  # reported when the file is read
-    return status.st_mtime_ns, status.st_size
+    return status.st_mtime_ns, status.st_size, status.st_ino, status.st_ctime_ns
 
 
 class Cache:
-    """Entries keyed by the hash of a file's bytes (and of this tool's code); each entry is a dict
-    of what is known of those bytes: "index" (the text index), "summary", "local" findings per
-    rule selection, "finished" findings per link. A second index knows files by their status."""
+    """What earlier runs learned, in `folder`; `None` for no cache. `problem` says why a cache that
+    was there could not be used (the caller reports it once); the next save replaces it."""
 
     def __init__(self, folder: Path | None):
         self.folder = folder
+        self.problem: str | None = None
         self._entries: dict[str, dict] = {}  # content key -> entry
         self._files: dict[str, list] = {}  # file key -> [content key, when it was recorded]
         self._used_entries: dict[str, dict] = {}
         self._used_files: dict[str, list] = {}
-        if folder is not None:
-            try:
-                stored = json.loads((folder / _FILE_NAME).read_text(encoding="utf-8"))
-                entries, files = stored["entries"], stored["files"]
-                if isinstance(entries, dict) and isinstance(files, dict):
-                    self._entries, self._files = entries, files
-            except (OSError, ValueError, TypeError, KeyError):
-                pass  # no cache yet, or a damaged one: start afresh
+        self._other_versions: dict[str, dict] = {}  # the sections of other versions, as read
+        if folder is None:
+            return
+        if _is_link(folder):
+            self.folder = None
+            self.problem = f"the cache folder {shown_path(folder, Path.cwd())} is a symbolic link; not used"
+            return
+        try:
+            self._read(read_regular_file(folder / _FILE_NAME, _MAX_BYTES, follow_symlinks=False))
+        except FileNotFoundError:
+            pass  # no cache yet
+        except (OSError, DamagedCache) as error:
+            reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+            shown = shown_path(folder / _FILE_NAME, Path.cwd())
+            self.problem = f"cannot use the cache {shown}: {reason}; starting afresh"
+            self._entries, self._files, self._other_versions = {}, {}, {}
+
+    def _read(self, data: bytes) -> None:
+        try:
+            stored = json.loads(data)
+        except (ValueError, RecursionError):  # also invalid UTF-8
+            raise DamagedCache("not JSON") from None
+        if not isinstance(stored, dict) or stored.get("format") != _FORMAT:
+            if isinstance(stored, dict) and isinstance(stored.get("format", 0), int) and "versions" in stored:
+                return  # written in the layout of another version of this tool: of no use to this one
+            if isinstance(stored, dict) and stored.keys() == {"findings", "files"}:
+                return  # the layout before sections
+            raise DamagedCache("not a cache of this tool")
+        versions = stored.get("versions")
+        if not isinstance(versions, dict):
+            raise DamagedCache("not a cache of this tool")
+        for section in versions.values():
+            if not (isinstance(section, dict) and isinstance(section.get("written"), int)
+                    and isinstance(section.get("entries"), dict) and isinstance(section.get("files"), dict)):
+                raise DamagedCache("a section of another shape")
+        ours = versions.pop(_tool_fingerprint().hex(), None)
+        self._other_versions = versions
+        if ours is not None:
+            _check_entries(ours["entries"])
+            _check_files(ours["files"])
+            self._entries, self._files = ours["entries"], ours["files"]
 
     @staticmethod
     def _file_key(path: Path, status: FileStatus) -> str:
@@ -99,13 +140,11 @@ class Cache:
         status = self.folder is not None and file_status(path)
         file_key = status and self._file_key(path, status)
         entry = file_key and self._files.get(file_key)
-        if not entry or not isinstance(entry, list) or len(entry) != 2:
+        if not entry:
             return None
         content_key, recorded = entry
-        if not isinstance(recorded, int) or status[0] + _RACY_NS >= recorded:
+        if status[0] + _RACY_NS >= recorded or content_key not in self._entries:
             return None  # modified just before it was recorded: it may have changed since
-        if not isinstance(self._entries.get(content_key), dict):
-            return None
         self._used_files[file_key] = entry
         return content_key
 
@@ -115,9 +154,7 @@ class Cache:
             return {}
         entry = self._used_entries.get(content_key)
         if entry is None:
-            entry = self._entries.get(content_key)
-            entry = dict(entry) if isinstance(entry, dict) else {}
-            self._used_entries[content_key] = entry
+            entry = self._used_entries[content_key] = dict(self._entries.get(content_key, {}))
         return entry
 
     def peek(self, content_key: str) -> dict | None:
@@ -137,20 +174,50 @@ class Cache:
         files = {**self._files, **self._used_files}
         if len(entries) + len(files) > _MAX_ENTRIES:
             entries, files = self._used_entries, self._used_files
+        fingerprint = _tool_fingerprint().hex()
+        others = sorted(self._other_versions.items(), key=lambda item: item[1]["written"], reverse=True)
+        versions = {fingerprint: {"written": time.time_ns(), "entries": entries, "files": files},
+                    **dict(others[:_OTHER_VERSIONS])}
+        text = json.dumps({"format": _FORMAT, "versions": versions}, separators=(",", ":"))
+        if len(text) > _MAX_BYTES:  # then it could not be read back: this run's entries alone
+            versions = {fingerprint: {"written": time.time_ns(), "entries": self._used_entries,
+                                      "files": self._used_files}}
+            text = json.dumps({"format": _FORMAT, "versions": versions}, separators=(",", ":"))
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            ignore = self.folder / ".gitignore"
-            if not ignore.exists():
-                ignore.write_text("# Created by lint-nograd.\n*\n")
-            handle, temporary = tempfile.mkstemp(dir=self.folder, prefix=".findings-")
+            if _is_link(self.folder):
+                return
+            if len(text) > _MAX_BYTES:
+                (self.folder / _FILE_NAME).unlink(missing_ok=True)
+                return
+            _create_gitignore(self.folder)
+            handle, temporary = tempfile.mkstemp(dir=self.folder, prefix=".findings-")  # O_EXCL
         except OSError:
             return
         try:
             with os.fdopen(handle, "w", encoding="utf-8") as stream:
-                json.dump({"entries": entries, "files": files}, stream, separators=(",", ":"))
-            os.replace(temporary, self.folder / _FILE_NAME)
+                stream.write(text)
+            os.replace(temporary, self.folder / _FILE_NAME)  # replaces a link itself, never its target
         except OSError:
             Path(temporary).unlink(missing_ok=True)
+
+
+def _is_link(folder: Path) -> bool:
+    try:
+        return stat.S_ISLNK(os.lstat(folder).st_mode)
+    except OSError:
+        return False  # not there yet
+
+
+def _create_gitignore(folder: Path) -> None:
+    """`*` in the folder's .gitignore, unless something is there already (even a link to nowhere)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        handle = os.open(folder / ".gitignore", flags, 0o644)
+    except FileExistsError:
+        return
+    with os.fdopen(handle, "w", encoding="utf-8") as stream:
+        stream.write("# Created by lint-nograd.\n*\n")
 
 
 def diagnostics_to_json(diagnostics: list[Diagnostic]) -> list[dict]:
@@ -158,11 +225,67 @@ def diagnostics_to_json(diagnostics: list[Diagnostic]) -> list[dict]:
 
 
 def diagnostics_from_json(found: object, display_path: str) -> list[Diagnostic] | None:
-    """The diagnostics stored for a file, shown under `display_path`; None for data of another shape."""
-    try:
-        return [_diagnostic(entry, display_path) for entry in found]
-    except (TypeError, KeyError, AttributeError, ValueError):
+    """The diagnostics stored for a file, shown under `display_path`; None when there are none."""
+    if not isinstance(found, list) or not all(_is_finding(entry) for entry in found):
         return None
+    return [_diagnostic(entry, display_path) for entry in found]
+
+
+# -- what this version writes, checked when read: a finding is Diagnostic's fields -----------------
+
+_ENTRY_KEYS = frozenset({"index", "summary", "local", "finished", "mentions"})
+_SUMMARY_KEYS = frozenset({"functions", "classes", "names", "regions", "backwards"})
+_FINDING_KEYS = frozenset(field.name for field in fields(Diagnostic))
+_EDIT_KEYS = frozenset(field.name for field in fields(Edit))
+_FIX_KEYS = frozenset(field.name for field in fields(Fix))
+_POSITIONS = ("row", "col", "end_row", "end_col")
+
+
+def _check_entries(entries: dict) -> None:
+    """The shape of every entry (a summary's inside is checked when it is used)."""
+    for entry in entries.values():
+        if not (isinstance(entry, dict) and entry.keys() <= _ENTRY_KEYS
+                and _is_index(entry.get("index", [False, False, False, []]))
+                and (entry.get("summary") is None or isinstance(entry["summary"], dict)
+                     and entry["summary"].keys() == _SUMMARY_KEYS)
+                and all(isinstance(entry.get(key, {}), dict) for key in ("local", "finished", "mentions"))
+                and all(isinstance(found, list) and all(_is_finding(f) for f in found)
+                        for key in ("local", "finished") for found in entry.get(key, {}).values())
+                and all(isinstance(value, bool) for value in entry.get("mentions", {}).values())):
+            raise DamagedCache("an entry of another shape")
+
+
+def _is_index(index: object) -> bool:
+    return (isinstance(index, list) and len(index) == 4 and all(isinstance(flag, bool) for flag in index[:3])
+            and isinstance(index[3], list) and all(isinstance(name, str) for name in index[3]))
+
+
+def _check_files(files: dict) -> None:
+    for entry in files.values():
+        if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)
+                and _is_count(entry[1])):
+            raise DamagedCache("a file entry of another shape")
+
+
+def _is_finding(found: object) -> bool:
+    return (isinstance(found, dict) and found.keys() == _FINDING_KEYS
+            and found["code"] in RULES and found["severity"] in ("error", "warning")
+            and all(isinstance(found[key], str) for key in ("message", "path", "source_line"))
+            and all(_is_count(found[key]) for key in _POSITIONS)
+            and (found["cell"] is None or _is_count(found["cell"]))
+            and (found["fix"] is None or _is_fix(found["fix"])))
+
+
+def _is_fix(fix: object) -> bool:
+    return (isinstance(fix, dict) and fix.keys() == _FIX_KEYS
+            and isinstance(fix["message"], str) and isinstance(fix["applicability"], str)
+            and isinstance(fix["edits"], (list, tuple)) and all(
+                isinstance(edit, dict) and edit.keys() == _EDIT_KEYS and isinstance(edit["content"], str)
+                and all(_is_count(edit[key]) for key in _POSITIONS) for edit in fix["edits"]))
+
+
+def _is_count(value: object) -> bool:
+    return type(value) is int and value >= 0  # bool is no count
 
 
 def _diagnostic(found: dict, display_path: str) -> Diagnostic:

@@ -5,12 +5,11 @@ Exit status: 0 nothing found, 1 findings, 2 a usage, configuration or I/O error.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import os
 import sys
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -30,7 +29,9 @@ from lint_nograd.diagnostics import Diagnostic
 from lint_nograd.notebook import NotebookError
 from lint_nograd.files import DEFAULT_EXCLUDE, compile_patterns, discover, is_valid_pattern
 from lint_nograd.registry import RULES
+from lint_nograd.regular_file import read_regular_file
 from lint_nograd.runner import PARALLEL_MIN_FILES, Job
+from lint_nograd.workers import Workers
 from lint_nograd.write import WriteError, replace_file
 
 PROG = "lint-nograd"
@@ -45,6 +46,7 @@ class Plan:
     import_roots: list[Path] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # reported after the run; exit 2
     warnings: list[str] = field(default_factory=list)
+    unread: int = 0  # folders and .gitignore files that could not be read: the summary says so
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -57,10 +59,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as error:
         _report("error", str(error))
         return EXIT_ERROR
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # workers drop their work silently: this is the one report of it
+        _report("error", "interrupted")
         return 130
     except BrokenPipeError:  # the reader went away, e.g. `lint-nograd check | head`
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_ERROR
+    except ReportLost as error:  # a full disk, say: what was done must not pass for reported
+        with contextlib.suppress(ReportLost, OSError):
+            _report("error", f"cannot write the report: {error}")
+        for stream in (sys.stdout, sys.stderr):  # else the final flush of what is left fails again
+            with contextlib.suppress(OSError, ValueError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
         return EXIT_ERROR
     except Exception as error:  # a bug of ours: one line on stderr rather than a traceback
         _report("error", f"internal error: {type(error).__name__}: {error}")
@@ -167,7 +177,8 @@ def plan_jobs(options: argparse.Namespace, cwd: Path | None = None) -> Plan:
     plan = Plan(
         root=config.root,
         errors=[f"path does not exist: {path}" for path in found.missing],
-        warnings=[f"cannot read folder {folder}" for folder in found.unreadable],
+        warnings=list(found.unreadable),
+        unread=len(found.unreadable),
     )
     # the project the given files belong to: its other files are read for what they define and call
     root = project_root(config, [] if options.stdin_filename else given, cwd, options.isolated)
@@ -195,7 +206,7 @@ def _gated(jobs: Sequence[Job], errors: list[str], reach: dict):
     or because the project reaches a function of it."""
     for job in jobs:
         try:
-            data = job.data if job.data is not None else job.path.read_bytes()
+            data = job.data if job.data is not None else read_regular_file(job.path)
         except OSError as error:  # removed since it was found, a broken link, a folder, ...
             errors.append(f"cannot read {job.display_path}: {error.strerror or error}")
             continue
@@ -204,41 +215,6 @@ def _gated(jobs: Sequence[Job], errors: list[str], reach: dict):
             codes |= job.codes & engine.FIXABLE_CODES
         if codes:
             yield job, data, codes
-
-
-class _Workers:
-    """Worker processes when asked for more than one, else this process; `submit` returns a
-    function that gives the result."""
-
-    def __init__(self, count: int):
-        self.count = count
-        self._pool: ProcessPoolExecutor | None = None
-
-    def __enter__(self) -> "_Workers":
-        if self.count > 1:
-            try:
-                self._pool = ProcessPoolExecutor(max_workers=self.count)
-            except (OSError, NotImplementedError):  # no worker processes on this system
-                self._pool = None
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(cancel_futures=True)
-
-    def submit(self, function, *args, if_worker_stops):
-        """Run `function(*args)`; what the returned function gives if a worker process died."""
-        if self._pool is None:
-            result = function(*args)
-            return lambda: result
-        future = self._pool.submit(function, *args)
-
-        def result():
-            try:
-                return future.result()
-            except BrokenProcessPool:
-                return if_worker_stops
-        return result
 
 
 def check_pending(data: bytes, display_path: str, codes: frozenset[str]) -> tuple[list[Diagnostic], str | None]:
@@ -270,9 +246,13 @@ def run_check(options: argparse.Namespace) -> int:
     plan = plan_jobs(options)
     for warning in plan.warnings:
         _report("warning", warning)
-    cache_folder = None if options.no_cache else Path(options.cache_dir or plan.root / FOLDER_NAME).absolute()
-    outcome = runner.check(plan.jobs, plan.project_files, plan.import_roots, _workers(options), Cache(cache_folder))
-    return _finish(options, outcome.diagnostics, plan.errors + outcome.errors)
+    # a folder the user names is used where it leads; the default one may be a link planted in the repository
+    cache = Cache(None if options.no_cache else Path(os.path.realpath(options.cache_dir)) if options.cache_dir
+                  else (plan.root / FOLDER_NAME).absolute())
+    if cache.problem:
+        _report("warning", cache.problem)
+    outcome = runner.check(plan.jobs, plan.project_files, plan.import_roots, _workers(options), cache)
+    return _finish(options, outcome.diagnostics, plan.errors + outcome.errors, unread=plan.unread)
 
 
 def run_fix(options: argparse.Namespace) -> int:
@@ -280,14 +260,17 @@ def run_fix(options: argparse.Namespace) -> int:
     plan = plan_jobs(options)
     for warning in plan.warnings:
         _report("warning", warning)
-    cache = Cache(None if options.no_cache else Path(options.cache_dir or plan.root / FOLDER_NAME).absolute())
+    cache = Cache(None if options.no_cache else Path(os.path.realpath(options.cache_dir)) if options.cache_dir
+                  else (plan.root / FOLDER_NAME).absolute())
+    if cache.problem:
+        _report("warning", cache.problem)
     # what reaches each region is a fact of the whole project: a region is fixed in the file that holds it
     reach, errors = runner.reach(plan.jobs, plan.project_files, plan.import_roots, _workers(options), cache)
     errors = plan.errors + errors
     remaining: list[Diagnostic] = []
     fixed_regions = fixed_files = 0
-    workers = _workers(options) if len(plan.jobs) > PARALLEL_MIN_FILES else 1
-    with _Workers(workers) as pool:
+    workers = min(_workers(options), len(plan.jobs)) if len(plan.jobs) > PARALLEL_MIN_FILES else 1
+    with Workers(workers) as pool:
         pending = [(job, data, pool.submit(fix_pending, data, job.display_path, codes, reach.get(job.path),
                                            if_worker_stops=(None, _stopped([job]))))
                    for job, data, codes in _gated(plan.jobs, errors, reach)]
@@ -327,7 +310,7 @@ def run_fix(options: argparse.Namespace) -> int:
     if fixed_files and options.output_format in output.TEXT_FORMATS:
         _write(sys.stderr, f"Fixed {fixed_regions} region{'s' * (fixed_regions != 1)} in "
                            f"{fixed_files} file{'s' * (fixed_files != 1)}.\n")
-    return _finish(options, remaining, errors, sys.stderr if options.stdin_filename else sys.stdout)
+    return _finish(options, remaining, errors, sys.stderr if options.stdin_filename else sys.stdout, plan.unread)
 
 
 def _unified_diff(display_path: str, old: bytes, new: bytes) -> str:
@@ -337,7 +320,7 @@ def _unified_diff(display_path: str, old: bytes, new: bytes) -> str:
 
 
 def _finish(options: argparse.Namespace, diagnostics: list[Diagnostic], errors: list[str],
-            stream: TextIO | None = None) -> int:
+            stream: TextIO | None = None, unread: int = 0) -> int:
     """Report the findings and errors of a run; the exit status."""
     stream = stream or sys.stdout
     text_format = options.output_format in output.TEXT_FORMATS
@@ -348,6 +331,8 @@ def _finish(options: argparse.Namespace, diagnostics: list[Diagnostic], errors: 
         text = output.render(diagnostics, options.output_format, color)
     if text_format and (diagnostics or not errors):
         text += output.summary(diagnostics)
+    if text_format and unread:
+        text += f"Part of the tree could not be read (see {unread} warning{'s' * (unread != 1)}).\n"
     _write(stream, text)
     for error in errors:
         _report("error", error)
@@ -416,10 +401,19 @@ def _report(kind: str, message: str) -> None:
     _write(sys.stderr, f"{PROG}: {kind}: {message}\n")
 
 
+class ReportLost(Exception):
+    """Standard output or standard error could not be written."""
+
+
 def _write(stream: TextIO, text: str) -> None:
     try:
-        stream.write(text)
-    except UnicodeEncodeError:  # a file name the terminal's encoding cannot show
-        encoding = getattr(stream, "encoding", None) or "utf-8"
-        stream.write(text.encode(encoding, "backslashreplace").decode(encoding))
-    stream.flush()
+        try:
+            stream.write(text)
+        except UnicodeEncodeError:  # a file name the terminal's encoding cannot show
+            encoding = getattr(stream, "encoding", None) or "utf-8"
+            stream.write(text.encode(encoding, "backslashreplace").decode(encoding))
+        stream.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as error:
+        raise ReportLost(error.strerror or error) from None

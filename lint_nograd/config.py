@@ -17,6 +17,7 @@ import pathspec
 
 from lint_nograd.files import is_valid_pattern, match_path, shown_path
 from lint_nograd.registry import RULES
+from lint_nograd.regular_file import read_regular_file
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -139,8 +140,7 @@ def load_config(
 
 def _read_toml(path: Path, cwd: Path) -> dict[str, Any]:
     try:
-        with open(path, "rb") as file:
-            return tomllib.load(file)
+        return tomllib.loads(read_regular_file(path).decode())  # a FIFO or a device is an error, not a hang
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
         reason = error.strerror if isinstance(error, OSError) and error.strerror else error
         raise ConfigError(f"cannot read {shown_path(path, cwd)}: {reason}") from None

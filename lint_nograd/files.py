@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pathspec
 
+from lint_nograd.regular_file import read_regular_file
+
 # ruff's default exclude list, plus our own cache folder.
 DEFAULT_EXCLUDE = (
     ".bzr", ".direnv", ".eggs", ".git", ".git-rewrite", ".hg", ".ipynb_checkpoints",
@@ -25,7 +27,7 @@ DEFAULT_EXCLUDE = (
 class Discovery:
     files: list[tuple[Path, str]] = field(default_factory=list)  # (absolute path, path as shown)
     missing: list[str] = field(default_factory=list)  # named paths that do not exist
-    unreadable: list[str] = field(default_factory=list)  # folders that could not be listed
+    unreadable: list[str] = field(default_factory=list)  # what could not be read: folders, .gitignore files
 
 
 SOURCE_SUFFIXES = (".py", ".ipynb")  # what a folder is searched for
@@ -77,16 +79,17 @@ def discover(
     found: dict[Path, str] = {}
     for given in paths:
         start = Path(os.path.abspath(cwd / given))
+        walk = _Walk(root, exclude, respect_gitignore, result.unreadable, cwd)
         if not start.exists():  # also a broken symlink
             result.missing.append(given)
         elif start.is_dir():
-            walk = _Walk(root, exclude, respect_gitignore, result.unreadable)
             for path in walk.python_files(start):
                 found.setdefault(path, shown_path(path, cwd, given, start))
-        elif not (force_exclude and _Walk(root, exclude, respect_gitignore, []).excluded(start)):
+        elif not (force_exclude and walk.excluded(start)):
             # a named file is checked whatever its name, and excludes apply only when forced (ruff)
             found.setdefault(start, shown_path(start, cwd, given, start))
     result.files = sorted(found.items(), key=lambda item: item[1])
+    result.unreadable = list(dict.fromkeys(result.unreadable))  # a .gitignore above many named files: once
     return result
 
 
@@ -112,17 +115,20 @@ class _GitIgnore:
 
 class _Walk:
     def __init__(self, root: Path, exclude: pathspec.GitIgnoreSpec, respect_gitignore: bool,
-                 unreadable: list[str]) -> None:
+                 unreadable: list[str], cwd: Path) -> None:
         self.root = root
         self._root_prefix = os.path.join(str(root), "")
         self.exclude = exclude
         self.respect_gitignore = respect_gitignore
-        self.unreadable = unreadable
+        self.unreadable = unreadable  # messages: what could not be read, and what that means
+        self.cwd = cwd
         self.visited: set[tuple[int, int]] = set()
 
     def python_files(self, start: Path) -> Iterator[Path]:
         """The source files under `start`, in a stable order. Paths are strings inside the walk
-        (pathlib objects for each of thousands of entries cost more than the rest of it)."""
+        (pathlib objects for each of thousands of entries cost more than the rest of it).
+        A folder link is followed only to a folder inside `start`: `fix` writes what it finds."""
+        tree = os.path.join(os.path.realpath(start), "")
         gitignores = self._gitignores_above(start)
         stack = [(start, self._matches(start, True, gitignores), gitignores)]
         while stack:
@@ -138,6 +144,8 @@ class _Walk:
                 except OSError:  # vanished, or a symlink loop
                     continue
                 if is_dir:
+                    if entry.is_symlink() and not os.path.join(os.path.realpath(entry.path), "").startswith(tree):
+                        continue
                     if os.path.exists(os.path.join(entry.path, "pyvenv.cfg")):  # a virtual environment
                         continue
                     matches = self._matches_entry(entry.path, True, gitignores)
@@ -172,7 +180,8 @@ class _Walk:
         except FileNotFoundError:  # vanished while we walked
             return None
         except OSError as error:
-            self.unreadable.append(f"{folder}: {error.strerror or error}")
+            self.unreadable.append(f"cannot read folder {shown_path(folder, self.cwd)}: "
+                                   f"{error.strerror or error}; its files are not checked")
             return None
 
     def excluded(self, path: Path) -> bool:
@@ -202,9 +211,14 @@ class _Walk:
         return tuple(gitignore for folder in folders for gitignore in self._gitignore_in(folder))
 
     def _gitignore_in(self, folder: Path) -> tuple[_GitIgnore, ...]:
+        path = folder / ".gitignore"
         try:
-            text = (folder / ".gitignore").read_text(encoding="utf-8", errors="replace")
-        except OSError:
+            text = read_regular_file(path).decode("utf-8", errors="replace")
+        except FileNotFoundError:
+            return ()
+        except OSError as error:  # as git does: say so, and go on without its patterns
+            self.unreadable.append(f"cannot read {shown_path(path, self.cwd)}: "
+                                   f"{error.strerror or error}; its patterns are not applied")
             return ()
         # git skips a pattern it cannot read, and so do we
         return (_GitIgnore(folder, compile_patterns(filter(is_valid_pattern, text.splitlines()))),)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -95,10 +96,20 @@ class _Style:
         return self._paint(text, "31")
 
 
+# Control characters but the tab: in a terminal they move the cursor, set the title, clear the screen.
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+
+
+def _printable(text: str) -> str:
+    """`text` with each control character but the tab written as an escape, `\\x1b`."""
+    return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+
+
 def _header(d: Diagnostic, style: _Style) -> str:
     marker = style.fixable("[*]") + " " if d.fix is not None else ""
     cell = f"cell {d.cell}:" if d.cell is not None else ""
-    return f"{style.path(d.path)}:{cell}{d.row}:{d.col}: {style.code(d.code)} {marker}{d.message}"
+    path, message = _printable(d.path), _printable(d.message)
+    return f"{style.path(path)}:{cell}{d.row}:{d.col}: {style.code(d.code)} {marker}{message}"
 
 
 def _full(d: Diagnostic, style: _Style) -> str:
@@ -110,11 +121,11 @@ def _full(d: Diagnostic, style: _Style) -> str:
         start = min(max(d.col, 1), len(source) + 1) - 1
         end = min(d.end_col - 1, len(source)) if d.end_row == d.row else len(source)
         # Copy the tabs before the span so the carets line up whatever the tab width.
-        padding = "".join("\t" if char == "\t" else " " for char in source[:start])
+        padding = "".join("\t" if char == "\t" else " " * len(_printable(char)) for char in source[:start])
         lines += [
             f"{gutter} |",
-            f"{d.row} | {source}",
-            f"{gutter} | {padding}{style.carets('^' * max(end - start, 1))}",
+            f"{d.row} | {_printable(source)}",
+            f"{gutter} | {padding}{style.carets('^' * max(len(_printable(source[start:end])), 1))}",
             f"{gutter} |",
         ]
     if d.fix is not None:

@@ -13,13 +13,9 @@ and what the cache spares.
 """
 from __future__ import annotations
 
-import contextlib
 import functools
-import gc
 import re
-from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -27,12 +23,15 @@ from typing import Optional
 from lint_nograd import api, engine
 from lint_nograd.cache import Cache, content_key, diagnostics_from_json, diagnostics_to_json, file_status
 from lint_nograd.diagnostics import Diagnostic
+from lint_nograd.regular_file import read_regular_file
 from lint_nograd.project import ModuleEntry, Project, Reacher, module_name
 from lint_nograd.summary import ModuleSummary
+from lint_nograd.workers import Workers
 
-# Starting worker processes costs more than handling a few dozen files in this one.
-PARALLEL_MIN_FILES = 32
-CHUNK_FILES = 32  # files a worker gets at once: few enough to balance the load, enough to cut messages
+# Files a worker gets at once: few enough to balance the load, enough to cut messages. With fewer
+# than two such chunks of work, starting worker processes costs more than doing it in this one.
+CHUNK_FILES = 32
+PARALLEL_MIN_FILES = CHUNK_FILES
 
 
 @dataclass(frozen=True)
@@ -140,7 +139,7 @@ class Run:
             if file.job is not None:
                 self._take_facts(file)
         results = self.workers.map(read_file, [f.task for f in unknown],
-                                   lambda path, shown, job: (None, "", None, None, _stopped(shown)))
+                                   lambda path, shown, job: (None, "", None, None, _stopped(shown)), CHUNK_FILES)
         for file, (status, key, index, facts, error) in zip(unknown, results):
             if error is not None:
                 self._failed(file, error)
@@ -217,7 +216,7 @@ class Run:
     def summarise(self, files: list[ProjectFile]) -> None:
         pending = [file for file in files if not self._take_facts(file)]
         results = self.workers.map(summarise_file, [f.task for f in pending],
-                                   lambda path, shown, job: (None, _stopped(shown)))
+                                   lambda path, shown, job: (None, _stopped(shown)), CHUNK_FILES)
         for file, (facts, error) in zip(pending, results):
             if error is not None:
                 self._failed(file, error)
@@ -308,7 +307,7 @@ class Run:
         mentions = entry.setdefault("mentions", {})
         if key not in mentions:
             try:
-                data = file.job.data if file.job and file.job.data is not None else file.path.read_bytes()
+                data = file.job.data if file.job and file.job.data is not None else read_regular_file(file.path)
             except OSError:
                 return False
             pattern = re.compile(rb"\b(?:%s)\b" % b"|".join(re.escape(name.encode()) for name in sorted(names)))
@@ -337,7 +336,7 @@ class Run:
             else:
                 self.outcome.diagnostics += finished
         results = self.workers.map(finish_file, [(*f.task, found) for f, _, found in pending],
-                                   lambda path, shown, *rest: (None, _stopped(shown)))
+                                   lambda path, shown, *rest: (None, _stopped(shown)), CHUNK_FILES)
         for (file, key, _), (diagnostics, error) in zip(pending, results):
             if error is not None:
                 self.outcome.errors.append(error)
@@ -389,7 +388,7 @@ def _stopped(shown: str) -> str:
 # -- what worker processes do (module-level functions: they are sent by name) ------------------------
 
 def _source(path: Path, job: Job | None) -> bytes:
-    return job.data if job is not None and job.data is not None else path.read_bytes()
+    return job.data if job is not None and job.data is not None else read_regular_file(path)
 
 
 def read_file(path: Path, shown: str, job: Job | None):
@@ -448,62 +447,3 @@ def finish_file(path: Path, shown: str, job: Job, found: list):
         return diagnostics_to_json(engine.finish(data, shown, job.codes, found)), None
     except Exception as error:  # a bug with one file must not stop the others
         return None, f"failed to check {shown}: internal error: {type(error).__name__}: {error}"
-
-
-class Workers:
-    """Worker processes, started when there is enough work for them; else this process."""
-
-    def __init__(self, count: int):
-        self.count = count
-        self._pool: ProcessPoolExecutor | None = None
-
-    def __enter__(self) -> "Workers":
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(cancel_futures=True)
-
-    def map(self, function: Callable, calls: list[tuple], if_worker_stops: Callable) -> list:
-        """`function(*call)` for each call, in order; `if_worker_stops(*call)` for the calls a
-        worker process died on."""
-        if len(calls) <= PARALLEL_MIN_FILES or self.count < 2 or not self._start():
-            with _collecting_garbage_once():
-                return [function(*call) for call in calls]
-        chunks = [calls[start:start + CHUNK_FILES] for start in range(0, len(calls), CHUNK_FILES)]
-        futures = [self._pool.submit(_run_chunk, function, chunk) for chunk in chunks]
-        results = []
-        for chunk, future in zip(chunks, futures):
-            try:
-                results += future.result()
-            except BrokenProcessPool:
-                results += [if_worker_stops(*call) for call in chunk]
-        return results
-
-    def _start(self) -> bool:
-        if self._pool is None:
-            try:
-                self._pool = ProcessPoolExecutor(max_workers=self.count)
-            except (OSError, NotImplementedError):  # no worker processes on this system
-                self.count = 1
-                return False
-        return True
-
-
-def _run_chunk(function: Callable, calls: list[tuple]) -> list:
-    with _collecting_garbage_once():
-        return [function(*call) for call in calls]
-
-
-@contextlib.contextmanager
-def _collecting_garbage_once():
-    """Parsing makes many objects and no reference cycles: the collector, run again and again
-    over every syntax tree, would cost a fifth of the time. Collect once at the end, over only
-    what is new: what existed before (modules, the cache) is frozen for the rest of this process."""
-    gc.freeze()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-        gc.collect()

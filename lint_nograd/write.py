@@ -8,8 +8,11 @@ symbolic link is written through, to the file it names, and stays a link.
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
+
+from lint_nograd.regular_file import read_regular_file
 
 
 class WriteError(Exception):
@@ -22,6 +25,8 @@ def replace_file(path: Path, new: bytes, original: bytes, shown: str | None = No
     shown = shown or str(path)
     try:
         status = os.stat(target)
+        if not stat.S_ISREG(status.st_mode):  # replaced by a FIFO or a device since it was read
+            raise WriteError(f"{shown} is no longer a regular file; left as it is")
         if not status.st_mode & 0o222:  # respected even by root, who could write anyway
             raise WriteError(f"{shown} is read-only; left as it is")
         handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
@@ -37,7 +42,7 @@ def replace_file(path: Path, new: bytes, original: bytes, shown: str | None = No
             os.chown(temporary, status.st_uid, status.st_gid)
         except OSError:
             pass  # only the owner's group or root may keep the owner: the mode is what matters
-        current = target.read_bytes()
+        current = read_regular_file(target)  # a FIFO put there meanwhile must not block us
         if current == new:  # already fixed, under another name of the same file (a link)
             Path(temporary).unlink()
             return

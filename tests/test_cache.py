@@ -2,13 +2,14 @@
 another configuration."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
 
 import pytest
 
-from lint_nograd import cache, cli, engine
+from lint_nograd import cache, cli, engine, runner
 
 FIXTURES = Path(__file__).parent / "fixtures" / "checker"
 
@@ -38,6 +39,12 @@ def parsed(monkeypatch):
 def check(capsys, *args: str) -> tuple[int, str]:
     status = cli.main(["check", "--jobs", "1", "--output-format", "json", *args])
     return status, capsys.readouterr().out
+
+
+def check_warned(capsys, *args: str) -> tuple[int, str, str]:
+    """`check` with what it wrote on standard error as well."""
+    status = cli.main(["check", "--jobs", "1", "--output-format", "json", *args])
+    return (status, *capsys.readouterr())
 
 
 def test_a_warm_run_reports_the_same_findings_without_parsing(project, parsed, capsys):
@@ -98,10 +105,12 @@ def test_a_warm_run_does_not_even_read_unchanged_files(project, capsys, monkeypa
     _age(project / "src")
     first = check(capsys)
     reads: list[Path] = []
-    real = Path.read_bytes
-    monkeypatch.setattr(Path, "read_bytes", lambda self: reads.append(self) or real(self))
-    assert check(capsys) == first
-    assert [path for path in reads if path.suffix == ".py"] == []
+    real = runner.read_regular_file
+    monkeypatch.setattr(runner, "read_regular_file", lambda path, *args: reads.append(path) or real(path, *args))
+    target = project / "src" / "ng003_negatives.py"
+    target.write_text(target.read_text() + "\n")
+    assert check(capsys)[0] == first[0]
+    assert [path for path in reads if path.suffix == ".py"] == [target]  # the edited file alone
 
 
 def test_a_touched_file_with_the_same_bytes_is_not_parsed_again(project, parsed, capsys):
@@ -125,3 +134,158 @@ def test_an_edit_just_after_a_run_is_seen_even_with_the_same_size_and_time(proje
     parsed.clear()
     check(capsys)
     assert parsed == ["src/ng003_negatives.py"]
+
+
+def _replace_keeping_size_and_time(target: Path, text: str, same_inode: bool) -> None:
+    """New bytes of the same length under the old modification time: only the inode (a new
+    file renamed over it) or the change time (written in place) tells."""
+    status = target.stat()
+    assert len(text.encode()) == status.st_size
+    if same_inode:
+        target.write_text(text)
+    else:
+        (target.parent / "new.tmp").write_text(text)
+        os.replace(target.parent / "new.tmp", target)
+    os.utime(target, ns=(status.st_atime_ns, status.st_mtime_ns))
+    assert (target.stat().st_size, target.stat().st_mtime_ns) == (status.st_size, status.st_mtime_ns)
+
+
+@pytest.mark.parametrize("same_inode", [False, True], ids=["renamed over", "written in place"])
+def test_a_file_replaced_with_the_same_size_and_time_is_read_again(project, parsed, capsys, same_inode):
+    _age(project / "src")
+    target = project / "src" / "ng003_negatives.py"
+    text = target.read_text()
+    check(capsys)
+    _replace_keeping_size_and_time(target, text.replace("graph_built_before", "graph_built_BEFORE"), same_inode)
+    parsed.clear()
+    status, out = check(capsys)
+    assert parsed == ["src/ng003_negatives.py"]
+    assert (status, out) == check(capsys, "--no-cache")
+
+
+# -- a cache that does not fit: one warning, then a fresh one ----------------------------------------
+
+def _section(project: Path) -> dict:
+    [section] = json.loads((project / cache.FOLDER_NAME / "findings.json").read_text())["versions"].values()
+    return section
+
+
+def _stored_findings(section: dict) -> list[list]:
+    """Each list of findings stored in the section, of one file's bytes, by itself or linked."""
+    return [found for entry in section["entries"].values() for key in ("local", "finished")
+            for found in entry.get(key, {}).values()]
+
+
+def _first_finding(section: dict) -> dict:
+    return next(found for found in _stored_findings(section) if found)[0]
+
+
+def _some_entry(section: dict) -> dict:
+    return next(entry for entry in section["entries"].values() if entry.get("local"))
+
+
+DAMAGES = {
+    "a row that is not a number": lambda section: _first_finding(section).update(row=None),
+    "a column below zero": lambda section: _first_finding(section).update(col=-3),
+    "an unknown rule code": lambda section: _first_finding(section).update(code="ZZ999"),
+    "a message that is a list": lambda section: _first_finding(section).update(message=["m"]),
+    "a finding that is a list": lambda section: next(found for found in _stored_findings(section) if found)
+    .__setitem__(0, ["NG003", "m"]),
+    "findings that are a dict": lambda section: _some_entry(section)["local"].update({"k": {"a": 1}}),
+    "a missing key": lambda section: _first_finding(section).pop("severity"),
+    "an extra key": lambda section: _first_finding(section).update(extra=1),
+    "an edit of another shape": lambda section: next(
+        found for entry in _stored_findings(section) for found in entry if found["fix"]
+    )["fix"]["edits"].append({"content": 1}),
+    "an entry of another key": lambda section: _some_entry(section).update(other=1),
+    "an index of another shape": lambda section: _some_entry(section).update(index=[True]),
+    "a file entry of three items": lambda section: section["files"].update({"k": ["a", 1, 2]}),
+    "a file entry with a text time": lambda section: section["files"].update({"k": ["a", "1"]}),
+    "a section of another shape": lambda section: section.pop("files"),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGES.values(), ids=DAMAGES.keys())
+def test_a_cache_entry_of_another_shape_drops_the_cache_with_one_warning(project, capsys, damage):
+    _age(project / "src")
+    fresh = check(capsys, "--no-cache")
+    check(capsys)
+    path = project / cache.FOLDER_NAME / "findings.json"
+    stored = json.loads(path.read_text())
+    [section] = stored["versions"].values()
+    damage(section)
+    path.write_text(json.dumps(stored))
+    status, out, err = check_warned(capsys)
+    assert (status, out) == fresh  # no TypeError, no `m0.py:None:10`, no ZZ999
+    assert err.count("\n") == 1 and err.startswith("lint-nograd: warning: cannot use the cache ")
+    assert check_warned(capsys) == (*fresh, "")  # rebuilt
+
+
+def test_the_warning_for_a_damaged_cache_comes_once(project, capsys):
+    check(capsys)
+    path = project / cache.FOLDER_NAME / "findings.json"
+    stored = json.loads(path.read_text())
+    _first_finding(next(iter(stored["versions"].values()))).update(row=None)
+    path.write_text(json.dumps(stored))
+    status = cli.main(["check", "--jobs", "2", "--output-format", "json"])
+    out, err = capsys.readouterr()
+    assert status == 1 and err == ("lint-nograd: warning: cannot use the cache .lint_nograd_cache/findings.json: "
+                                   "an entry of another shape; starting afresh\n")
+
+
+def test_the_entries_of_another_version_are_kept_and_not_judged(project, capsys):
+    """Two installed versions may share a project: each keeps its own section."""
+    first = check(capsys)
+    path = project / cache.FOLDER_NAME / "findings.json"
+    stored = json.loads(path.read_text())
+    other = {"written": 1, "entries": {"k": {"a shape": "of another version"}}, "files": {}}
+    stored["versions"]["another version"] = other
+    path.write_text(json.dumps(stored))
+    (project / "src" / "new.py").write_text("x = 1\n")
+    assert check_warned(capsys) == (*first, "")
+    assert json.loads(path.read_text())["versions"]["another version"] == other
+
+
+def test_a_cache_too_large_to_read_back_is_not_written(project, capsys, monkeypatch):
+    monkeypatch.setattr(cache, "_MAX_BYTES", 100)
+    first = check(capsys)
+    assert not (project / cache.FOLDER_NAME / "findings.json").exists()
+    assert check_warned(capsys) == (*first, "")
+
+
+# -- the cache folder and its files are never written through a link ---------------------------------
+
+symlinks = pytest.mark.skipif(os.name == "nt", reason="POSIX symlinks")
+
+
+@symlinks
+@pytest.mark.parametrize("target_exists", [False, True])
+def test_a_planted_gitignore_link_is_not_written_through(project, capsys, tmp_path_factory, target_exists):
+    target = tmp_path_factory.mktemp("elsewhere") / "victim"
+    if target_exists:
+        target.write_text("precious\n")
+    (project / cache.FOLDER_NAME).mkdir()
+    (project / cache.FOLDER_NAME / ".gitignore").symlink_to(target)
+    first = check(capsys)
+    assert target.read_text() == "precious\n" if target_exists else not target.exists()
+    assert (project / cache.FOLDER_NAME / "findings.json").is_file()
+    assert check(capsys) == first
+
+
+@symlinks
+def test_a_cache_folder_that_is_a_link_is_not_used(project, capsys, tmp_path_factory):
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    (project / cache.FOLDER_NAME).symlink_to(elsewhere, target_is_directory=True)
+    fresh = check(capsys, "--no-cache")
+    assert check_warned(capsys) == (*fresh, "lint-nograd: warning: the cache folder .lint_nograd_cache "
+                                            "is a symbolic link; not used\n")
+    assert list(elsewhere.iterdir()) == []
+
+
+@symlinks
+def test_a_cache_dir_named_through_a_link_is_used_where_it_leads(project, capsys, tmp_path_factory):
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    (project / "link").symlink_to(elsewhere, target_is_directory=True)
+    first = check_warned(capsys, "--cache-dir", "link")
+    assert (elsewhere / "findings.json").is_file() and first[2] == ""
+    assert check_warned(capsys, "--cache-dir", "link") == first

@@ -5,6 +5,7 @@ import os
 from pathlib import Path
 
 import pytest
+from deadline import deadline
 
 from lint_nograd.files import DEFAULT_EXCLUDE, compile_patterns, discover
 
@@ -160,4 +161,43 @@ def test_unreadable_folder_is_reported_not_fatal(tmp_path):
     finally:
         (tmp_path / "locked").chmod(0o755)
     assert [shown for _, shown in result.files] == ["a.py"]
-    assert len(result.unreadable) == 1 and "locked" in result.unreadable[0]
+    assert result.unreadable == ["cannot read folder locked: Permission denied; its files are not checked"]
+
+
+@symlinks
+def test_a_folder_link_is_followed_only_inside_the_tree_given(tmp_path):
+    make(tmp_path, "tree/pkg/a.py", "outside/b.py", "tree/sub/c.py")
+    tree = tmp_path / "tree"
+    (tree / "out").symlink_to(tmp_path / "outside", target_is_directory=True)
+    (tree / "alias").symlink_to(tree / "pkg", target_is_directory=True)
+    (tree / "sub" / "up").symlink_to(tree / "pkg", target_is_directory=True)
+    walked = found(tree)
+    assert "sub/c.py" in walked and not any(name.startswith("out/") for name in walked)
+    assert len(walked) == 2 and set(walked) & {"alias/a.py", "pkg/a.py", "sub/up/a.py"}  # once, by any name
+    assert found(tree, ["sub"]) == ["sub/c.py"]  # pkg/ is outside the tree `sub` names
+    assert found(tree, ["out"]) == ["out/b.py"]  # a link named on the command line leads where it points
+    assert found(tree, ["out/b.py"]) == ["out/b.py"]
+
+
+@pytest.mark.skipif(os.name == "nt", reason="FIFOs")
+@pytest.mark.parametrize("make_gitignore", [os.mkfifo, os.mkdir], ids=["fifo", "folder"])
+def test_an_unreadable_gitignore_is_reported_and_its_patterns_not_applied(tmp_path, make_gitignore):
+    make(tmp_path, "a.py", "sub/ignored.py")
+    make_gitignore(tmp_path / "sub" / ".gitignore")
+    with deadline():
+        result = discover(["."], root=tmp_path, exclude=compile_patterns([]), cwd=tmp_path)
+    assert [shown for _, shown in result.files] == ["a.py", "sub/ignored.py"]
+    [message] = result.unreadable
+    assert message.startswith("cannot read sub/.gitignore: not a regular file (")
+    assert message.endswith("); its patterns are not applied")
+
+
+@pytest.mark.skipif(os.name == "nt", reason="FIFOs")
+def test_an_unreadable_gitignore_above_named_files_is_reported_once(tmp_path):
+    make(tmp_path, "sub/a.py", "sub/b.py")
+    os.mkfifo(tmp_path / ".gitignore")
+    with deadline():
+        result = discover(["sub/a.py", "sub/b.py", "sub"], root=tmp_path, exclude=compile_patterns([]),
+                          cwd=tmp_path, force_exclude=True)
+    assert [shown for _, shown in result.files] == ["sub/a.py", "sub/b.py"]
+    assert result.unreadable == ["cannot read .gitignore: not a regular file (a FIFO); its patterns are not applied"]

@@ -172,3 +172,24 @@ def test_statistics_text_and_json():
 def test_rule_page_found_for_documented_rule_only():
     assert "NG001" in output.rule_page("NG001")
     assert output.rule_page("NG999") is None
+
+
+@pytest.mark.parametrize("source, col, end_col, shown, carets", [
+    ('s = "\x1b]0;owned\x07"; vmap(f)(x)', 19, 23, 's = "\\x1b]0;owned\\x07"; vmap(f)(x)', " " * 24 + "^^^^"),
+    ("x = '\x1b[2J'  # clear", 1, 2, "x = '\\x1b[2J'  # clear", "^"),
+    ("\tx = '\x9b31m' + \x7f", 6, 12, "\tx = '\\x9b31m' + \\x7f", "\t    " + "^" * 9),  # C1 and DEL too
+    ("y = '\x0c\x00'", 6, 8, "y = '\\x0c\\x00'", " " * 5 + "^" * 8),
+])
+def test_full_escapes_control_characters_in_the_source(source, col, end_col, shown, carets):
+    """A file must not drive the terminal (set its title, clear it): control characters are shown
+    escaped, and the carets stay under the characters they point at."""
+    diagnostic = Diagnostic("NG001", "m", "a.py", 1, col, 1, end_col, source_line=source + "\n")
+    lines = output.render([diagnostic], "full").splitlines()
+    assert lines[2] == "1 | " + shown and lines[3] == "  | " + carets
+    assert not any(char in output.render([diagnostic], "full", color=True).replace("\x1b[", "")
+                   for char in "\x1b\x07\x9b\x7f\x00\x0c")
+
+
+def test_concise_escapes_control_characters_in_a_path():
+    diagnostic = Diagnostic("NG001", "m", "a\x1b]0;x\x07.py", 1, 1, 1, 2)
+    assert output.render([diagnostic], "concise") == "a\\x1b]0;x\\x07.py:1:1: NG001 m\n"
