@@ -57,9 +57,10 @@ def file_status(path: Path) -> FileStatus | None:
 
 
 class Cache:
-    def __init__(self, folder: Path | None):
+    def __init__(self, folder: Path | None, settings: bytes = b""):
+        """`settings`: the configuration findings depend on besides the rules (the fixes' `stop-gradient`)."""
         self.folder = folder
-        self._fingerprint = hashlib.blake2b(_tool_fingerprint(), digest_size=16).digest()
+        self._fingerprint = hashlib.blake2b(_tool_fingerprint() + b"\0" + settings, digest_size=16).digest()
         self._findings: dict[str, list[dict]] = {}  # content key -> findings
         self._files: dict[str, list] = {}  # file key -> [content key, when it was recorded]
         self._used_findings: dict[str, list[dict]] = {}

@@ -30,6 +30,7 @@ from lint_nograd.config import (
 from lint_nograd.diagnostics import Diagnostic
 from lint_nograd.notebook import NotebookError
 from lint_nograd.files import DEFAULT_EXCLUDE, compile_patterns, discover, is_valid_pattern
+from lint_nograd.fix_plan import DEFAULT_STOP_GRADIENT, FixSettings
 from lint_nograd.registry import RULES
 from lint_nograd.write import WriteError, replace_file
 
@@ -46,11 +47,13 @@ class Job:
     display_path: str
     codes: frozenset[str]
     data: bytes | None = None  # the source, when it comes from standard input
+    fixes: FixSettings = FixSettings()
 
 
 @dataclass
 class Plan:
     root: Path = Path(".")  # the project root: where the configuration was found
+    fixes: FixSettings = FixSettings()
     jobs: list[Job] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # reported after the run; exit 2
     warnings: list[str] = field(default_factory=list)
@@ -85,11 +88,13 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     check = commands.add_parser("check", parents=[shared_options()], help="report findings")
-    check.set_defaults(run=run_check)
+    check.add_argument("--fix", action="store_true", help="apply the fixes, as `lint-nograd fix` does")
+    check.set_defaults(run=run_check, diff=False)
 
     fix = commands.add_parser("fix", parents=[shared_options()],
                               help="rewrite no-grad regions into stop_gradient(...), report the rest")
-    fix.add_argument("--diff", action="store_true", help="print the changes as a unified diff; write nothing")
+    fix.add_argument("--diff", action="store_true",
+                     help="print the changes as a unified diff; write nothing (exit 1 when there are some)")
     fix.set_defaults(run=run_fix)
 
     rule = commands.add_parser("rule", help="show a rule's page, or list every rule")
@@ -134,6 +139,14 @@ def shared_options() -> argparse.ArgumentParser:
                           help="read [tool.lint-nograd] from this file instead of searching")
     settings.add_argument("--isolated", action="store_true", help="ignore every configuration file")
 
+    fixes = options.add_argument_group("fixes")
+    unsafe = fixes.add_mutually_exclusive_group()
+    unsafe.add_argument("--unsafe-fixes", dest="unsafe_fixes", action="store_true", default=None,
+                        help="apply and show the fixes that rest on what the analysis cannot see, too")
+    unsafe.add_argument("--no-unsafe-fixes", dest="unsafe_fixes", action="store_false", default=None,
+                        help="only safe fixes (the default)")
+    fixes.add_argument("--show-fixes", action="store_true", help="list each region fixed: file, line, rule")
+
     report = options.add_argument_group("reporting")
     report.add_argument("--output-format", choices=output.FORMATS, default="full")
     report.add_argument("--color", choices=("auto", "always", "never"), default="auto",
@@ -177,8 +190,13 @@ def plan_jobs(options: argparse.Namespace, cwd: Path | None = None) -> Plan:
         path = Path(os.path.abspath(cwd / options.stdin_filename))
         named = [(path, options.stdin_filename)] if found.files or found.missing else []
         found.files, found.missing = named, []
+    fixes = FixSettings(
+        stop_gradient=config.stop_gradient or DEFAULT_STOP_GRADIENT,
+        unsafe_fixes=bool(config.unsafe_fixes if options.unsafe_fixes is None else options.unsafe_fixes),
+    )
     plan = Plan(
         root=config.root,
+        fixes=fixes,
         errors=[f"path does not exist: {path}" for path in found.missing],
         warnings=[f"cannot read folder {folder}" for folder in found.unreadable],
     )
@@ -186,11 +204,12 @@ def plan_jobs(options: argparse.Namespace, cwd: Path | None = None) -> Plan:
     for path, shown in found.files:
         file_codes = codes - config.ignored_codes(path)
         if file_codes:
-            plan.jobs.append(Job(path, shown, file_codes, stdin))
+            plan.jobs.append(Job(path, shown, file_codes, stdin, fixes))
     return plan
 
 
-def run_jobs(jobs: Sequence[Job], workers: int, cache_folder: Path | None) -> tuple[list[Diagnostic], list[str]]:
+def run_jobs(jobs: Sequence[Job], workers: int, cache_folder: Path | None,
+             fixes: FixSettings = FixSettings()) -> tuple[list[Diagnostic], list[str]]:
     """Check every job; returns findings and errors.
 
     Files whose status the cache knows are answered here, without reading them. The others go out
@@ -198,7 +217,7 @@ def run_jobs(jobs: Sequence[Job], workers: int, cache_folder: Path | None) -> tu
     each worker reads its files, applies the exact gate and parses only what the cache does not
     know by content. This process merges the results and saves the cache.
     """
-    cache = Cache(cache_folder)
+    cache = Cache(cache_folder, fixes.cache_key)
     found: list[Diagnostic] = []
     errors: list[str] = []
     unknown = []
@@ -239,7 +258,7 @@ def _stopped(jobs: Sequence[Job]) -> str:
 
 def check_chunk(jobs: Sequence[Job], cache_folder: Path | None):
     """For each job: (file status, content key, findings, error)."""
-    cache = _process_cache(cache_folder)
+    cache = _process_cache(cache_folder, jobs[0].fixes.cache_key if jobs else b"")
     results = []
     with _collecting_garbage_once():
         for job in jobs:
@@ -254,7 +273,7 @@ def check_chunk(jobs: Sequence[Job], cache_folder: Path | None):
             error = None
             if found is None:
                 codes = engine.codes_to_check(data, job.codes)
-                found, error = check_pending(data, job.display_path, codes) if codes else ([], None)
+                found, error = check_pending(data, job.display_path, codes, job.fixes) if codes else ([], None)
             results.append((status, content_key, found, error))
     return results
 
@@ -273,15 +292,15 @@ def _collecting_garbage_once():
         gc.collect()
 
 
-def _process_cache(folder: Path | None) -> Cache:
+def _process_cache(folder: Path | None, settings: bytes) -> Cache:
     """The cache as read by this process, read again only when the file changed since."""
     version = folder and cache_version(folder)
-    if folder not in _read_caches or _read_caches[folder][0] != version:
-        _read_caches[folder] = (version, Cache(folder))
-    return _read_caches[folder][1]
+    if (folder, settings) not in _read_caches or _read_caches[folder, settings][0] != version:
+        _read_caches[folder, settings] = (version, Cache(folder, settings))
+    return _read_caches[folder, settings][1]
 
 
-_read_caches: dict[Path | None, tuple[object, Cache]] = {}
+_read_caches: dict[tuple[Path | None, bytes], tuple[object, Cache]] = {}
 
 
 def _gated(jobs: Sequence[Job], errors: list[str]):
@@ -332,21 +351,24 @@ class _Workers:
         return result
 
 
-def check_pending(data: bytes, display_path: str, codes: frozenset[str]) -> tuple[list[Diagnostic], str | None]:
+def check_pending(data: bytes, display_path: str, codes: frozenset[str],
+                  fixes: FixSettings = FixSettings()) -> tuple[list[Diagnostic], str | None]:
+    from lint_nograd import fix  # the fix layer; it loads libcst only to write a fix
+
     try:
-        return engine.check_source(data, display_path, codes), None
+        return fix.check_with_fixes(data, display_path, codes, fixes), None
     except Exception as error:  # a bug checking one file must not stop the others
         return [], f"failed to check {display_path}: internal error: {type(error).__name__}: {error}"
 
 
-def fix_pending(data: bytes, display_path: str, codes: frozenset[str]):
-    """(new bytes, the findings left in them, regions fixed), or the error for this file."""
-    from lint_nograd import fix  # loads libcst, in the process that parses
+def fix_pending(data: bytes, display_path: str, codes: frozenset[str], fixes: FixSettings = FixSettings()):
+    """(new bytes, the findings left in them, the `FixResult`), or the error for this file."""
+    from lint_nograd import fix  # the fix layer; it loads libcst only to write a fix
 
     try:
-        result = fix.fix_source(data, codes, display_path)
+        result = fix.fix_source(data, codes, display_path, fixes)
         new = result.text.encode(result.encoding) if result.changed else data
-        return (new, result.remaining, result.fixed), None
+        return (new, result.remaining, result), None
     except NotebookError as error:
         return None, f"cannot fix {display_path}: {error}"
     except Exception as error:  # a bug fixing one file must not stop the others
@@ -358,12 +380,14 @@ def _workers(options: argparse.Namespace) -> int:
 
 
 def run_check(options: argparse.Namespace) -> int:
+    if options.fix:
+        return run_fix(options)
     plan = plan_jobs(options)
     for warning in plan.warnings:
         _report("warning", warning)
     cache_folder = None if options.no_cache else Path(options.cache_dir or plan.root / FOLDER_NAME).absolute()
-    diagnostics, failures = run_jobs(plan.jobs, _workers(options), cache_folder)
-    return _finish(options, diagnostics, plan.errors + failures)
+    diagnostics, failures = run_jobs(plan.jobs, _workers(options), cache_folder, plan.fixes)
+    return _finish(options, diagnostics, plan.errors + failures, unsafe_fixes=plan.fixes.unsafe_fixes)
 
 
 def run_fix(options: argparse.Namespace) -> int:
@@ -373,10 +397,12 @@ def run_fix(options: argparse.Namespace) -> int:
         _report("warning", warning)
     errors = list(plan.errors)
     remaining: list[Diagnostic] = []
-    fixed_regions = fixed_files = 0
+    fixed: list[tuple[str, object]] = []  # (display path, FixedRegion)
+    imports: dict[str, set[str]] = {}  # import statement -> the files it was added to
+    fixed_files = 0
     workers = _workers(options) if len(plan.jobs) > PARALLEL_MIN_FILES else 1
     with _Workers(workers) as pool:
-        pending = [(job, data, pool.submit(fix_pending, data, job.display_path, codes,
+        pending = [(job, data, pool.submit(fix_pending, data, job.display_path, codes, job.fixes,
                                            if_worker_stops=(None, _stopped([job]))))
                    for job, data, codes in _gated(plan.jobs, errors)]
         for job, data, result in pending:
@@ -384,35 +410,39 @@ def run_fix(options: argparse.Namespace) -> int:
             if error is not None:
                 errors.append(error)
                 continue
-            new, left, count = outcome
+            new, left, done = outcome
             remaining += left
             if options.stdin_filename:  # the fixed source goes to standard output, the rest to stderr
                 sys.stdout.buffer.write(new)
                 sys.stdout.flush()
+            elif new == data:
                 continue
-            if new == data:
-                continue
-            if options.diff:
+            elif options.diff:
                 _write(sys.stdout, _unified_diff(job.display_path, data, new))
-                fixed_regions, fixed_files = fixed_regions + count, fixed_files + 1
-                continue
-            try:
-                replace_file(job.path, new, data, job.display_path)
-                fixed_regions, fixed_files = fixed_regions + count, fixed_files + 1
-            except WriteError as failure:
-                errors.append(str(failure))
-                remaining += engine.check_source(data, job.display_path, job.codes)
+            else:
+                try:
+                    replace_file(job.path, new, data, job.display_path)
+                except WriteError as failure:
+                    errors.append(str(failure))
+                    remaining += check_pending(data, job.display_path, job.codes, job.fixes)[0]
+                    continue
+            if new != data:
+                fixed_files += 1
+                fixed += [(job.display_path, region) for region in done.regions]
+                for statement in done.imports:
+                    imports.setdefault(statement, set()).add(job.display_path)
     remaining.sort(key=lambda d: d.sort_key)
+    text_format = options.output_format in output.TEXT_FORMATS
+    if text_format and fixed_files:
+        _write(sys.stderr, output.fixed_summary(fixed, fixed_files, imports, options.show_fixes, options.diff))
     if options.diff:
         for error in errors:
             _report("error", error)
         if errors:
             return EXIT_ERROR
-        return EXIT_FINDINGS if (fixed_files or remaining) and not options.exit_zero else EXIT_CLEAN
-    if fixed_files and options.output_format in output.TEXT_FORMATS:
-        _write(sys.stderr, f"Fixed {fixed_regions} region{'s' * (fixed_regions != 1)} in "
-                           f"{fixed_files} file{'s' * (fixed_files != 1)}.\n")
-    return _finish(options, remaining, errors, sys.stderr if options.stdin_filename else sys.stdout)
+        return EXIT_FINDINGS if fixed_files and not options.exit_zero else EXIT_CLEAN
+    return _finish(options, remaining, errors, sys.stderr if options.stdin_filename else sys.stdout,
+                   unsafe_fixes=plan.fixes.unsafe_fixes)
 
 
 def _unified_diff(display_path: str, old: bytes, new: bytes) -> str:
@@ -422,17 +452,17 @@ def _unified_diff(display_path: str, old: bytes, new: bytes) -> str:
 
 
 def _finish(options: argparse.Namespace, diagnostics: list[Diagnostic], errors: list[str],
-            stream: TextIO | None = None) -> int:
+            stream: TextIO | None = None, unsafe_fixes: bool = False) -> int:
     """Report the findings and errors of a run; the exit status."""
     stream = stream or sys.stdout
     text_format = options.output_format in output.TEXT_FORMATS
     if options.statistics:
-        text = output.statistics(diagnostics, options.output_format)
+        text = output.statistics(diagnostics, options.output_format, unsafe_fixes)
     else:
         color = _use_color(options.color, stream)
-        text = output.render(diagnostics, options.output_format, color)
+        text = output.render(diagnostics, options.output_format, color, unsafe_fixes)
     if text_format and (diagnostics or not errors):
-        text += output.summary(diagnostics)
+        text += output.summary(diagnostics, unsafe_fixes)
     _write(stream, text)
     for error in errors:
         _report("error", error)

@@ -1,8 +1,9 @@
 """The pipeline for one file: read bytes -> cheap gate -> parse -> semantic model -> rules -> noqa.
 
 Checking parses with the standard library's `ast`, which is an order of magnitude faster than
-libcst; libcst is loaded only to rewrite regions (the fix of a fixable finding), where every
-byte that is not rewritten must stay.
+libcst. Fixes are a layer above this one (`lint_nograd.fix`): the command line passes its
+`attach_fixes` in, and libcst is loaded only to rewrite regions, where every byte that is not
+rewritten must stay.
 """
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ import io
 import re
 import tokenize
 from dataclasses import dataclass, replace
+from typing import Callable
 
 from lint_nograd import api, checks, suppression
-from lint_nograd.diagnostics import Diagnostic, Fix
+from lint_nograd.diagnostics import Diagnostic
 from lint_nograd.model import SemanticModel
 from lint_nograd.notebook import Notebook, NotebookError
 from lint_nograd.registry import RULES
@@ -40,6 +42,11 @@ class ParseError(Exception):
     def __init__(self, message: str, row: int = 1, col: int = 1):
         super().__init__(message)
         self.message, self.row, self.col = message, row, col
+
+
+FIXABLE_CODES = frozenset(code for code, rule in RULES.items() if rule.fixable)
+# The fix layer's hook: (diagnostics, findings, parsed file, model) -> the diagnostics with their fixes.
+AttachFixes = Callable[[list[Diagnostic], list, ParsedFile, SemanticModel], list[Diagnostic]]
 
 
 def decode(data: bytes) -> tuple[str, str]:
@@ -94,14 +101,18 @@ def codes_to_check(data: bytes, codes: frozenset[str]) -> frozenset[str]:
     return api.possible_codes(data, codes) if api.names_grad_disabling_api(data) else frozenset()
 
 
-def check_source(data: bytes, display_path: str, codes: frozenset[str]) -> list[Diagnostic]:
+def check_source(data: bytes, display_path: str, codes: frozenset[str],
+                 attach_fixes: AttachFixes | None = None) -> list[Diagnostic]:
+    """The findings of a file. `attach_fixes` (the fix layer's, given by the command line) adds to
+    each fixable finding its fix, or why there is none."""
     if display_path.endswith(".ipynb"):
-        return _check_notebook(data, display_path, codes)
+        return _check_notebook(data, display_path, codes, attach_fixes)
     codes = codes_to_check(data, codes)
-    return analyse(data, display_path, codes) if codes else []
+    return analyse(data, display_path, codes, attach_fixes) if codes else []
 
 
-def analyse(data: bytes, display_path: str, codes: frozenset[str]) -> list[Diagnostic]:
+def analyse(data: bytes, display_path: str, codes: frozenset[str],
+            attach_fixes: AttachFixes | None = None) -> list[Diagnostic]:
     """Parse and check a Python file without the gate (tests compare the two)."""
     try:
         parsed = parse(data)
@@ -114,44 +125,24 @@ def analyse(data: bytes, display_path: str, codes: frozenset[str]) -> list[Diagn
         return [_parse_error(message, 1, 1, display_path)] if "NG000" in codes else []
     findings = checks.run(model, codes)
     diagnostics = [to_diagnostic(finding, parsed, display_path) for finding in findings]
-    if any(finding.code in FIXABLE_CODES for finding in findings):
-        diagnostics = _with_fixes(diagnostics, findings, parsed, model)
+    if attach_fixes is not None and any(finding.code in FIXABLE_CODES for finding in findings):
+        diagnostics = attach_fixes(diagnostics, findings, parsed, model)
     if not diagnostics:
         return []
     return sorted(suppression.unsuppressed(diagnostics, parsed.lines), key=lambda d: d.sort_key)
 
 
-def _check_notebook(data: bytes, display_path: str, codes: frozenset[str]) -> list[Diagnostic]:
+def _check_notebook(data: bytes, display_path: str, codes: frozenset[str],
+                    attach_fixes: AttachFixes | None) -> list[Diagnostic]:
     try:
         notebook = Notebook.read(data)
     except NotebookError as error:
         return [_parse_error(str(error), 1, 1, display_path)] if "NG000" in codes else []
     # the joined cells are checked as a .py file of the same name, then placed back in their cells
-    joined = check_source(notebook.source.encode(), display_path + ".py", codes)
+    joined = check_source(notebook.source.encode(), display_path + ".py", codes, attach_fixes)
     return [replace(notebook.locate(d), path=display_path) for d in joined]
 
 
 def _parse_error(message: str, row: int, col: int, display_path: str) -> Diagnostic:
     return Diagnostic("NG000", message, display_path, row, col, row, col, RULES["NG000"].severity)
 
-
-FIXABLE_CODES = frozenset(code for code, rule in RULES.items() if rule.fixable)
-
-
-def _with_fixes(diagnostics: list[Diagnostic], findings: list[checks.Finding], parsed: ParsedFile,
-                model: SemanticModel) -> list[Diagnostic]:
-    """Attach the rewrite `fix` would make to each fixable finding, or say why there is none."""
-    from lint_nograd import fix  # loads libcst: only for files with fixable findings
-
-    regions = {id(finding): fix.region_of(model, finding.node) for finding in findings
-               if finding.code in FIXABLE_CODES}
-    planned = fix.plan_fixes(parsed, model, [region for region in regions.values() if region])
-    result = []
-    for diagnostic, finding in zip(diagnostics, findings):
-        outcome = planned.get(regions.get(id(finding)))
-        if isinstance(outcome, Fix):
-            diagnostic = replace(diagnostic, fix=outcome)
-        elif outcome:
-            diagnostic = replace(diagnostic, message=f"{diagnostic.message} ({outcome})")
-        result.append(diagnostic)
-    return result

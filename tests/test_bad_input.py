@@ -164,8 +164,8 @@ def test_a_file_removed_before_it_is_written(project, capsys, monkeypatch):
     (project / "gone.py").write_text(FIXABLE)
     fix_pending = cli.fix_pending
 
-    def fix_then_remove(data, display_path, codes):
-        outcome = fix_pending(data, display_path, codes)
+    def fix_then_remove(data, display_path, codes, settings):
+        outcome = fix_pending(data, display_path, codes, settings)
         (project / "gone.py").unlink(missing_ok=True)
         return outcome
 
@@ -202,10 +202,10 @@ def test_an_internal_error_in_one_file_names_it_and_the_run_goes_on(project, cap
 
     real = fix.fix_source
 
-    def fails_on_bad(data, codes, display_path):
+    def fails_on_bad(data, codes, display_path, settings):
         if display_path == "bad.py":
             raise RuntimeError("unexpected")
-        return real(data, codes, display_path)
+        return real(data, codes, display_path, settings)
 
     (project / "bad.py").write_text(FIXABLE)
     monkeypatch.setattr(fix, "fix_source", fails_on_bad)
@@ -284,7 +284,7 @@ def test_notebook_layouts_are_kept(project, capsys, data, expected):
     path = project / "nb.ipynb"
     path.write_bytes(data)
     status, out, err = run(capsys, "fix", "nb.ipynb")
-    assert (status, err) == (0, "Fixed 1 region in 1 file.\n")
+    assert (status, err) == (0, "Fixed 1 region in 1 file.\nAdded `from lint_nograd import stop_gradient` to 1 file.\n")
     assert path.read_bytes() == expected
 
 

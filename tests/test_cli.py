@@ -17,7 +17,7 @@ from lint_nograd.diagnostics import Diagnostic, Edit, Fix
 from lint_nograd.registry import RULES
 
 
-def stand_in_check_source(data: bytes, display_path: str, codes: frozenset[str]) -> list[Diagnostic]:
+def stand_in_check_source(data: bytes, display_path: str, codes: frozenset[str], **_) -> list[Diagnostic]:
     """Reports a selected rule wherever a line spells its code; a line saying `crash` raises."""
     found = []
     for row, line in enumerate(data.decode().splitlines(), 1):
@@ -40,7 +40,7 @@ def project(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(engine, "check_source", stand_in_check_source)
     monkeypatch.setattr(engine, "codes_to_check", lambda data, codes: codes)  # no gate
-    monkeypatch.setattr(cli, "Cache", lambda folder: Cache(None))  # the cache has tests of its own
+    monkeypatch.setattr(cli, "Cache", lambda folder, *_: Cache(None))  # the cache has tests of its own
     return tmp_path
 
 
@@ -131,7 +131,7 @@ def test_json_of_a_clean_run(run, project):
 
 def codes_checked(project, monkeypatch, *args) -> frozenset[str]:
     seen = []
-    monkeypatch.setattr(engine, "check_source", lambda data, shown, codes: seen.append(codes) or [])
+    monkeypatch.setattr(engine, "check_source", lambda data, shown, codes, **_: seen.append(codes) or [])
     assert cli.main(["check", *args]) == 0
     [codes] = seen
     return codes

@@ -60,7 +60,8 @@ def fix(capsys, *args: str) -> tuple[int, str, str]:
 def test_fix_rewrites_then_has_nothing_left(project, capsys):
     (project / "m.py").write_text(FIXABLE)
     status, out, err = fix(capsys)
-    assert (status, out) == (0, "All checks passed!\n") and err == "Fixed 1 region in 1 file.\n"
+    assert (status, out) == (0, "All checks passed!\n")
+    assert err == "Fixed 1 region in 1 file.\nAdded `from lint_nograd import stop_gradient` to 1 file.\n"
     assert (project / "m.py").read_text() == FIXED
     assert fix(capsys) == (0, "All checks passed!\n", "")  # twice changes nothing
     assert sorted(p.name for p in project.iterdir()) == ["m.py", "pyproject.toml"]  # nothing left behind
@@ -106,8 +107,8 @@ def test_a_file_changed_during_the_fix_is_left_alone(project, capsys, monkeypatc
     path.write_text(FIXABLE)
     real = cli.fix_pending
 
-    def edit_meanwhile(data, display_path, codes):
-        outcome = real(data, display_path, codes)
+    def edit_meanwhile(data, display_path, codes, settings):
+        outcome = real(data, display_path, codes, settings)
         path.write_text(FIXABLE + "# edited meanwhile\n")
         return outcome
 

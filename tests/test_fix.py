@@ -1,8 +1,10 @@
 """`lint-nograd fix`: each `fixtures/fix/<case>.in.py` must become `<case>.out.py`.
 
-A `<case>.reason.txt` lists, as `line: no fix: reason`, the regions the fix leaves as they are in
-the result (a `refuse_*` case changes nothing, so it has no .out.py). After an intended
-change, regenerate with `LINT_NOGRAD_UPDATE_FIXTURES=1 pytest tests/test_fix.py` and review the diff.
+`<case>.in.py` is fixed with unsafe fixes on, and with the settings of `<case>.toml` if there is
+one (`stop-gradient = "detach"`). `<case>.fixes.txt` lists what `check` offers for each region of
+the input, one line per finding: `line CODE safe|unsafe: message` or `line CODE no fix: reason`.
+A `refuse_*` case changes nothing, so it has no .out.py. After an intended change, regenerate with
+`LINT_NOGRAD_UPDATE_FIXTURES=1 pytest tests/test_fix.py` and review the diff.
 """
 from __future__ import annotations
 
@@ -16,60 +18,105 @@ import libcst as cst
 import pytest
 from libcst.codemod import CodemodContext
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
 from lint_nograd import checks
 from lint_nograd.codemod import StopGradientCommand
 from lint_nograd.diagnostics import Edit, Fix
 from lint_nograd.engine import parse
-from lint_nograd.fix import FIXABLE_CODES, apply_edits, fix_source, fix_text, plan_fixes, region_of
+from lint_nograd.fix import (
+    FIXABLE_CODES,
+    FixSettings,
+    apply_edits,
+    check_with_fixes,
+    fix_source,
+    fix_text,
+    plan_fixes,
+    region_of,
+)
 from lint_nograd.model import SemanticModel
 
 FIXTURES = Path(__file__).parent / "fixtures" / "fix"
 CASES = sorted(path.name[: -len(".in.py")] for path in FIXTURES.glob("*.in.py"))
 UPDATE = bool(os.environ.get("LINT_NOGRAD_UPDATE_FIXTURES"))
+UNSAFE = FixSettings(unsafe_fixes=True)
 
 
-def planned(text: str) -> dict:
+def settings_of(case: str, unsafe_fixes: bool = True) -> FixSettings:
+    path = FIXTURES / f"{case}.toml"
+    table = tomllib.loads(path.read_text()) if path.exists() else {}
+    return FixSettings(table.get("stop-gradient", FixSettings.stop_gradient), unsafe_fixes)
+
+
+def planned(text: str, settings: FixSettings = UNSAFE) -> dict:
     """The plan for every NG004-NG006 region of `text`, keyed by the region's line."""
     parsed = parse(text.encode())
     model = SemanticModel(parsed.tree)
     regions = [region_of(model, finding.node) for finding in checks.run(model, FIXABLE_CODES)]
-    return {region.expr.lineno: plan for region, plan in plan_fixes(parsed, model, regions).items()}
+    return {region.expr.lineno: plan for region, plan in plan_fixes(parsed, model, regions, settings).items()}
 
 
-def refusals(text: str) -> str:
-    return "".join(f"{row}: {plan}\n" for row, plan in sorted(planned(text).items()) if isinstance(plan, str))
+def offered(text: str, settings: FixSettings = UNSAFE) -> str:
+    """What `check` offers for each fixable finding: `line CODE applicability: message`, or the refusal."""
+    lines = []
+    for d in check_with_fixes(text.encode(), "case.py", FIXABLE_CODES, settings):
+        if d.fix is not None:
+            lines.append(f"{d.row} {d.code} {d.fix.applicability}: {d.fix.message}\n")
+        else:
+            lines.append(f"{d.row} {d.code} {d.message[d.message.rindex('(no fix: ') + 1:-1]}\n")
+    return "".join(lines)
 
 
-def fix(text: str) -> str:
-    return fix_source(text.encode()).text
+def fix(text: str, settings: FixSettings = UNSAFE) -> str:
+    return fix_source(text.encode(), settings=settings).text
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_fixture(case: str):
     source = (FIXTURES / f"{case}.in.py").read_text()
-    expected_file, reason_file = FIXTURES / f"{case}.out.py", FIXTURES / f"{case}.reason.txt"
-    got = fix(source)
-    reasons = refusals(got)
+    expected_file, fixes_file = FIXTURES / f"{case}.out.py", FIXTURES / f"{case}.fixes.txt"
+    settings = settings_of(case)
+    got = fix(source, settings)
+    fixes = offered(source, settings)
     if UPDATE:
         if not case.startswith("refuse_"):
             expected_file.write_text(got)
-        if reasons:
-            reason_file.write_text(reasons)
+        fixes_file.write_text(fixes)
     assert got == (source if case.startswith("refuse_") else expected_file.read_text())
-    assert reasons == (reason_file.read_text() if reason_file.exists() else "")
-    assert fix(got) == got, "fixing twice must change nothing the second time"
+    assert fixes == fixes_file.read_text()
+    assert fix(got, settings) == got, "fixing twice must change nothing the second time"
+    assert not [d for d in check_with_fixes(got.encode(), "case.py", FIXABLE_CODES, settings) if d.fix], \
+        "a fixed file has nothing left to fix"
     compile(got, case, "exec")
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_without_unsafe_fixes_only_the_safe_ones_are_applied(case: str):
+    source = (FIXTURES / f"{case}.in.py").read_text()
+    result = fix_source(source.encode(), settings=settings_of(case, unsafe_fixes=False))
+    safe = [d for d in check_with_fixes(source.encode(), "case.py", FIXABLE_CODES, settings_of(case))
+            if d.fix is not None and d.fix.applicability == "safe"]
+    fixed = {(region.row, region.code) for region in result.regions}
+    assert fixed <= {(d.row, d.code) for d in safe}
+    if not any(d.fix.applicability == "unsafe" for d in check_with_fixes(
+            source.encode(), "case.py", FIXABLE_CODES, settings_of(case)) if d.fix is not None):
+        assert result.text == fix(source, settings_of(case))  # nothing unsafe: the same result
+    left = [d for d in result.remaining if d.fix is not None]
+    assert all(d.fix.applicability == "unsafe" for d in left), "every safe fix is applied"
 
 
 @pytest.mark.parametrize("case", [case for case in CASES if case.startswith("refuse_")])
 def test_refusal_leaves_the_file_as_it_is(case: str):
     source = (FIXTURES / f"{case}.in.py").read_text()
-    assert fix(source) == source and not (FIXTURES / f"{case}.out.py").exists()
-    assert (FIXTURES / f"{case}.reason.txt").read_text().count("no fix: ") >= 1
+    assert fix(source, settings_of(case)) == source and not (FIXTURES / f"{case}.out.py").exists()
+    assert (FIXTURES / f"{case}.fixes.txt").read_text().count("no fix: ") >= 1
 
 
 def test_every_refusal_the_issue_names_has_a_fixture():
-    reasons = "".join(path.read_text() for path in FIXTURES.glob("refuse_*.reason.txt"))
+    reasons = "".join(path.read_text() for path in FIXTURES.glob("refuse_*.fixes.txt"))
     for expected in ("in-place call buf.add_(...)", "out= argument", "store to attribute", "store to subscript",
                      "global statement", "nonlocal statement", "call used as a statement", "del statement",
                      "yield inside", "await inside", "enable_grad nested inside", "control flow (if)",
@@ -245,12 +292,22 @@ NOT_FIXABLE = "import torch\nfrom torch.func import grad\nwith torch.no_grad():\
 
 
 def test_the_check_path_imports_libcst_only_for_fixable_findings():
-    code = ("import sys; from lint_nograd.engine import check_source; from lint_nograd.registry import RULES; "
-            f"[d] = check_source({NOT_FIXABLE!r}.encode(), 'm.py', frozenset(RULES)); "
+    code = ("import sys; from lint_nograd.fix import check_with_fixes; from lint_nograd.registry import RULES; "
+            f"[d] = check_with_fixes({NOT_FIXABLE!r}.encode(), 'm.py', frozenset(RULES)); "
             "assert d.code == 'NG001' and d.fix is None; "
             "assert 'libcst' not in sys.modules, 'libcst imported'; "
-            f"found = check_source({SOURCE!r}.encode(), 'm.py', frozenset(RULES)); "
+            f"found = check_with_fixes({SOURCE!r}.encode(), 'm.py', frozenset(RULES)); "
             "assert sum(d.fix is not None for d in found) == 2 and 'no fix: in-place' in found[1].message")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_engine_and_the_checks_do_not_import_the_fix_layer():
+    """Fixing is a layer above the engine: planning (ast only) may be imported by the checks, the rest not."""
+    code = ("import sys; from lint_nograd import engine; from lint_nograd.registry import RULES; "
+            f"found = engine.check_source({SOURCE!r}.encode(), 'm.py', frozenset(RULES)); "
+            "assert len(found) == 3 and all(d.fix is None for d in found); "
+            "assert 'lint_nograd.fix' not in sys.modules and 'lint_nograd.fix_edit' not in sys.modules; "
+            "assert 'libcst' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

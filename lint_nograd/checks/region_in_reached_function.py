@@ -3,12 +3,15 @@
 Reverse mode respects the region at every level. Forward mode ignores grad mode (pytorch issues
 78961, 128600), and `torch.fx.symbolic_trace`, `torch.jit.trace` and plain `make_fx` drop the
 region from the graph they record (pytorch issue 62043): both silently change the results.
+A region whose every value leaving it is cut (`stop_gradient`, `.detach()`) computes the same in
+every mode, and is not reported: that is how the memory-preserving fix leaves a region.
 """
 from __future__ import annotations
 
 from typing import Iterator
 
 from lint_nograd.checks import Finding
+from lint_nograd.fix_plan import region_cuts_its_values
 from lint_nograd.model import GradModeChange, SemanticModel
 from lint_nograd.reach import Reach
 
@@ -53,5 +56,5 @@ def check(model: SemanticModel, codes: frozenset[str]) -> Iterator[Finding]:
     reach = Reach(model)
     for region in regions:
         selected = [f for f in findings_for(region, reach) if f.code in codes]
-        if selected:
+        if selected and not region_cuts_its_values(model, region):
             yield selected[0]
