@@ -7,6 +7,7 @@ imports libcst.
 from __future__ import annotations
 
 import ast
+import functools
 import io
 import re
 import tokenize
@@ -79,7 +80,7 @@ class _Rewriter:
     def __init__(self, plan: RegionPlan, spelling: Spelling):
         self.plan = plan
         self.spelling = spelling
-        self.func = None if spelling.detach else cst.parse_expression(spelling.text)
+        self.func = None if spelling.detach else _expression(spelling.text)
         self.region = plan.region
         self.short = plan.form == SHORT
         self.actions = iter(plan.actions)
@@ -176,7 +177,7 @@ class _Rewriter:
         if not self.plan.no_grad_for:
             return expr
         text = self.plan.no_grad_for.get(_dump(_EMPTY.code_for_node(expr)))
-        return expr if text is None else cst.parse_expression(text)
+        return expr if text is None else _expression(text)
 
     def statement(self, node: cst.BaseStatement) -> list[cst.BaseStatement]:
         if isinstance(node, cst.FunctionDef):
@@ -206,6 +207,12 @@ class _Rewriter:
             items[-1] = items[-1].with_changes(comma=comma)
             return [node.with_changes(items=items, body=self.block(node.body))]
         return self.body(node.body)
+
+
+@functools.lru_cache(maxsize=64)
+def _expression(code: str) -> cst.BaseExpression:
+    """libcst nodes are immutable: one parse of `stop_gradient` serves every region."""
+    return cst.parse_expression(code)
 
 
 def _dump(code: str) -> str | None:
