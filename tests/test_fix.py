@@ -344,3 +344,43 @@ def test_libcst_tool_runs_the_command(tmp_path: Path):
     run = _libcst_tool("--no-format", "--hide-progress", "codemod.StopGradientCommand", str(target), cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     assert target.read_text() == fix(SOURCE)
+
+
+def test_libcst_tool_honours_the_configuration(tmp_path: Path):
+    """The command fixes each file as `lint-nograd fix` would: selection, per-file ignores, settings."""
+    (tmp_path / "pyproject.toml").write_text('[tool.lint-nograd]\nstop-gradient = "detach"\n'
+                                             'per-file-ignores = {"skipped.py" = ["NG004"]}\n')
+    heavy = SOURCE.replace("s = x.mean()", "s = model(x)").replace("def f(x):", "def f(x, model=None):")
+    for name, text in {"model.py": SOURCE, "skipped.py": SOURCE, "heavy.py": heavy}.items():
+        (tmp_path / name).write_text(text)
+    run = _libcst_tool("-x", "--no-format", "--hide-progress", "lint_nograd.codemod.StopGradientCommand", ".",
+                       cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert (tmp_path / "model.py").read_text() == fix(SOURCE, FixSettings("detach"))
+    assert "    s = x.mean().detach()\n" in (tmp_path / "model.py").read_text()
+    assert (tmp_path / "skipped.py").read_text() == SOURCE
+    assert (tmp_path / "heavy.py").read_text() == fix(heavy, FixSettings("detach", unsafe_fixes=False))
+    assert "s = model(x)\n" in (tmp_path / "heavy.py").read_text()  # `.detach()` refuses a module's output
+
+    (tmp_path / "pyproject.toml").write_text("[tool.lint-nograd]\nunsafe-fixes = true\nselect = ['NG005']\n")
+    (tmp_path / "model.py").write_text(SOURCE)
+    run = _libcst_tool("-x", "--no-format", "--hide-progress", "lint_nograd.codemod.StopGradientCommand", ".",
+                       cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert (tmp_path / "model.py").read_text() == SOURCE  # NG004 is not selected
+
+
+def test_libcst_tool_lists_the_command(tmp_path: Path):
+    """`list` imports every module of the packages it is given, `lint_nograd.__main__` included."""
+    (tmp_path / ".libcst.codemod.yaml").write_text("modules:\n  - lint_nograd\n")
+    run = subprocess.run([sys.executable, "-m", "libcst.tool", "list"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert "codemod.StopGradientCommand - Rewrite torch.no_grad()" in run.stdout
+
+
+def test_importing_the_main_module_runs_nothing():
+    code = ("import sys; sys.argv = ['lint-nograd', 'check', '/nonexistent']; import lint_nograd.__main__; "
+            "assert 'torch' not in sys.modules; print('imported')")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert (run.returncode, run.stdout, run.stderr) == (0, "imported\n", "")
