@@ -9,8 +9,8 @@ cut already, and `fix_edit` turns a plan into text. One rule picks the form (`_f
       with torch.no_grad():               ->    shift = stop_gradient(x.mean())
           shift = x.mean()
 
-  Those operations save nothing for backward but the tensors they read, and their graph is
-  freed at the cut, at the end of the statement.
+  Those operations save for backward only tensors of the statement itself, and their graph is
+  freed at the cut, at the end of the statement: a model's activations are never kept.
 - the memory-preserving form, for anything heavier (a module call, a call of the user's code,
   `@`, a transform): the region stays, so eager reverse mode records nothing there, as before,
   and its values are cut inside it, for forward mode and tracers.
@@ -22,9 +22,10 @@ cut already, and `fix_edit` turns a plan into text. One rule picks the form (`_f
   cannot be saved for backward, cut or not.
 
 Applicability, as in ruff: `safe` when every call is an operation `tensor_ops` knows, so values,
-gradients and peak memory in eager mode stay as they were; `unsafe` when the region calls code the
-analysis cannot see into: the rewrite assumes such a call returns new tensors (not its argument or
-a parameter, which `stop_gradient` would then cut where `no_grad` did not).
+gradients and peak memory in eager mode stay as they were (but for a short form's few tensors of
+its own statement); `unsafe` when the region calls code the analysis cannot see into: the rewrite
+assumes such a call returns new tensors (not its argument or a parameter, which `stop_gradient`
+would then cut where `no_grad` did not).
 
 A value is wrapped only when the region really computes it: under `no_grad`, `y = x` keeps `x`
 and its gradient, while `y = x * 2` has no graph; `stop_gradient(x)` would cut `x`, so plain
@@ -36,6 +37,7 @@ from __future__ import annotations
 import ast
 import keyword
 import re
+import weakref
 from dataclasses import dataclass, field
 from typing import Union
 
@@ -268,17 +270,30 @@ def _no_grad_text(model: SemanticModel, change: GradModeChange) -> str:
     target = change.expr.func if isinstance(change.expr, ast.Call) else change.expr
     if isinstance(target, ast.Attribute):  # torch, torch.autograd and grad_mode all define no_grad
         return f"{ast.unparse(target.value)}.no_grad()"
-    module = model.scopes.module
-    scope = model.scopes.of.get(change.function, module)
+    scope = model.scopes.of.get(change.function, model.scopes.module)
     position = (change.expr.lineno, change.expr.col_offset)
-    for name, bindings in module.bindings.items():
-        if len(bindings) != 1:
-            continue
-        imported = bindings[0].imported
-        text = f"{name}()" if imported in api.NO_GRAD else f"{name}.no_grad()" if imported == "torch" else None
-        if text and model.scopes.lookup(scope, name, position) == bindings:
+    for name, text, bindings in _no_grad_names(model):
+        if model.scopes.lookup(scope, name, position) == bindings:
             return text
     raise Refusal("no name for torch.no_grad in this module, to turn the inference_mode region into")
+
+
+def _no_grad_names(model: SemanticModel) -> list[tuple[str, str, list[Binding]]]:
+    """The module's names for `torch.no_grad` and for `torch`, with how each spells `no_grad()`;
+    found once per file."""
+    if model not in _NO_GRAD_NAMES:
+        found = []
+        for name, bindings in model.scopes.module.bindings.items():
+            imported = bindings[0].imported if len(bindings) == 1 else None
+            if imported in api.NO_GRAD:
+                found.append((name, f"{name}()", bindings))
+            elif imported == "torch":
+                found.append((name, f"{name}.no_grad()", bindings))
+        _NO_GRAD_NAMES[model] = found
+    return _NO_GRAD_NAMES[model]
+
+
+_NO_GRAD_NAMES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 # -- the statements of the region ---------------------------------------------------------------------
