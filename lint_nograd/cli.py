@@ -30,7 +30,8 @@ from lint_nograd.config import (
 from lint_nograd.diagnostics import Diagnostic
 from lint_nograd.notebook import NotebookError
 from lint_nograd.files import DEFAULT_EXCLUDE, compile_patterns, discover, is_valid_pattern
-from lint_nograd.fix_plan import DEFAULT_STOP_GRADIENT, FixSettings
+from lint_nograd.fix_plan import FixSettings
+from lint_nograd.fix_spelling import DEFAULT_STOP_GRADIENT
 from lint_nograd.registry import RULES
 from lint_nograd.write import WriteError, replace_file
 

@@ -16,7 +16,7 @@ from typing import Any
 import pathspec
 
 from lint_nograd.files import is_valid_pattern, match_path, shown_path
-from lint_nograd.fix_plan import stop_gradient_setting_error
+from lint_nograd.fix_spelling import stop_gradient_setting_error
 from lint_nograd.registry import RULES
 
 if sys.version_info >= (3, 11):

@@ -4,9 +4,9 @@
         shift = x.mean()
 
 The fix is a layer of its own, above the engine: `fix_plan` decides what a region becomes and
-whether that is safe (on the `ast`), `fix_edit` writes it with libcst (loaded only when a region
-is rewritten), and this module runs them over a file. The engine does not import it: the command
-line hands `attach_fixes` to `engine.check_source`.
+whether that is safe (on the `ast`, with `fix_values` and `fix_spelling`), `fix_edit` writes it
+with libcst (loaded only when a region is rewritten), and this module runs them over a file. The
+engine does not import it: the command line hands `attach_fixes` to `engine.check_source`.
 
 Everything here is linear in the size of the file and the number of its regions: the line
 offsets, the statement blocks and the regions of a file are indexed once, and a file is analysed
@@ -25,19 +25,9 @@ from functools import cached_property
 from lint_nograd import engine
 from lint_nograd.diagnostics import Diagnostic, Edit, Fix
 from lint_nograd.engine import ParsedFile, ParseError, decode
-from lint_nograd.fix_plan import (
-    SHORT,
-    UNSAFE,
-    FixSettings,
-    Refusal,
-    RegionPlan,
-    Spelling,
-    find_spelling,
-    import_edit,
-    line_starts,
-    plan_region,
-    shadowed,
-)
+from lint_nograd.fix_plan import SHORT, UNSAFE, FixSettings, RegionPlan, plan_region
+from lint_nograd.fix_spelling import Spelling, find_spelling, import_edit, line_starts, shadowed
+from lint_nograd.fix_values import Refusal
 from lint_nograd.model import GradModeChange, SemanticModel
 from lint_nograd.notebook import Notebook, NotebookError
 
@@ -192,7 +182,8 @@ def attach_fixes(diagnostics: list[Diagnostic], findings: list, parsed: ParsedFi
 def check_with_fixes(data: bytes, display_path: str, codes: frozenset[str],
                      settings: FixSettings = DEFAULT_SETTINGS) -> list[Diagnostic]:
     """What `check` reports: the engine's findings, each fixable one with its fix or why there is none."""
-    return engine.check_source(data, display_path, codes, attach_fixes=functools.partial(attach_fixes, settings=settings))
+    attach = functools.partial(attach_fixes, settings=settings)
+    return engine.check_source(data, display_path, codes, attach_fixes=attach)
 
 
 def apply_edits(text: str, edits: Sequence[Edit]) -> str:

@@ -16,7 +16,9 @@ from collections import Counter
 import libcst as cst
 
 from lint_nograd.diagnostics import Edit
-from lint_nograd.fix_plan import KEEP, NESTED, PASS, SHORT, Refusal, RegionPlan, Spelling, first_line
+from lint_nograd.fix_plan import SHORT, RegionPlan
+from lint_nograd.fix_spelling import Spelling, first_line
+from lint_nograd.fix_values import KEEP, NESTED, PASS, Refusal
 from lint_nograd.model import GradModeChange
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # as the engine splits lines

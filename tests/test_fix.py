@@ -384,3 +384,59 @@ def test_importing_the_main_module_runs_nothing():
             "assert 'torch' not in sys.modules; print('imported')")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert (run.returncode, run.stdout, run.stderr) == (0, "imported\n", "")
+
+
+# -- the rule for the form, the applicability, and when a region is cut already ---------------------------
+
+RULE_HEADER = ("import math\nimport numpy as np\nimport torch\nimport torch.nn.functional as F\n"
+               "from torch.func import grad, jacfwd, jacrev\nfrom lint_nograd import stop_gradient\n\n\n")
+
+
+def only_region(body: str, api: str = "torch.no_grad()"):
+    source = (f"{RULE_HEADER}def f(x, w=None, model=None, helper=None):\n    with {api}:\n"
+              + "".join(f"        {line}\n" for line in body.split("; ")) + "    return x * s\n\n\njacfwd(f)\njacrev(f)\n")
+    parsed = parse(source.encode())
+    model = SemanticModel(parsed.tree, parsed.text)
+    [region] = model.regions
+    return model, region
+
+
+@pytest.mark.parametrize("body, form, applicability", [
+    ("s = x.mean()", "short", "safe"),
+    ("s = (x - x.mean()) / x.std()", "short", "safe"),
+    ("s = torch.tanh(x).sum() + F.relu(x).amax()", "short", "safe"),
+    ("n = len(x); s = x.view(-1) * math.sqrt(n)", "short", "safe"),
+    ("s = x @ w", "kept", "safe"),
+    ("s = torch.matmul(x, w)", "kept", "safe"),
+    ("s = torch.linalg.vector_norm(x)", "kept", "safe"),
+    ("s = model(x)", "kept", "unsafe"),
+    ("s = helper(x).mean()", "kept", "unsafe"),
+    ("s = x.mean(); t = model(x)", "kept", "unsafe"),
+    ("s = grad(torch.sin)(x)", "kept", "unsafe"),
+    ("s = np.mean(x)", "kept", "unsafe"),
+    ("s = x.custom_statistic()", "kept", "unsafe"),
+])
+def test_the_rule_for_the_form_and_the_applicability(body, form, applicability):
+    from lint_nograd.fix_plan import plan_region
+
+    model, region = only_region(body)
+    plan = plan_region(model, region)
+    assert (plan.form, plan.applicability) == (form, applicability)
+
+
+@pytest.mark.parametrize("body, api, cut", [
+    ("s = stop_gradient(model(x))", "torch.no_grad()", True),
+    ("s = model(x).detach()", "torch.no_grad()", True),
+    ("s = jax_like.lax.stop_gradient(x * 2)", "torch.no_grad()", True),  # any function of that name
+    ("s = x; n = x.shape[0]", "torch.set_grad_enabled(False)", True),  # reads only
+    ("s = model(x)", "torch.no_grad()", False),
+    ("s = stop_gradient(model(x)) * 2", "torch.no_grad()", False),
+    ("s = stop_gradient(model(x))", "torch.inference_mode()", False),  # its tensors cannot be saved, cut or not
+    ("s = stop_gradient(x); x.add_(1)", "torch.no_grad()", False),
+])
+def test_a_region_whose_values_are_all_cut_is_no_finding(body, api, cut):
+    from lint_nograd.fix_plan import region_cuts_its_values
+
+    model, region = only_region(body.replace("jax_like", "np"), api)
+    assert region_cuts_its_values(model, region) is cut
+    assert (checks.run(model, FIXABLE_CODES) == []) is cut
