@@ -1,6 +1,6 @@
 """A small meta-learning script with the mistakes lint-nograd exists to catch.
 
-Run `lint-nograd check examples/` to see them, and `lint-nograd fix --diff examples/` for the fix.
+Run `lint-nograd check examples/` to see them, `lint-nograd fix --diff --unsafe-fixes examples/` for the fixes.
 """
 import torch
 from torch import nn

@@ -89,6 +89,7 @@ def possible_codes(data: bytes, codes: frozenset[str]) -> frozenset[str]:
             found[family] = _has(data, family)
         return found[family]
 
+    data = _with_line_feeds(data)
     possible = frozenset(code for code in codes if code in _RULE_NEEDS and any(map(has, _RULE_NEEDS[code])))
     return possible | (codes & {"NG000"}) if possible else possible
 
@@ -115,9 +116,20 @@ class TextIndex:
 
 
 def text_index(data: bytes) -> TextIndex:
+    data = _with_line_feeds(data)
     applies = any(_has(data, family) for family in _APPLIES)
     return TextIndex(names_grad_disabling_api(data), applies, b"backward" in data or b"autograd" in data,
                      _imports(data))
+
+
+def _with_line_feeds(data: bytes) -> bytes:
+    """The text searched line by line: a lone carriage return ends a line for Python too."""
+    if b"\r" in data and _LONE_CR.search(data):
+        return data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    return data
+
+
+_LONE_CR = re.compile(rb"\r(?!\n)")
 
 
 # An import statement, read from its line: `import a.b as c, d`, `from .a import (b,` ...

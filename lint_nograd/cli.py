@@ -28,6 +28,8 @@ from lint_nograd.config import (
 from lint_nograd.diagnostics import Diagnostic
 from lint_nograd.notebook import NotebookError
 from lint_nograd.files import DEFAULT_EXCLUDE, compile_patterns, discover, is_valid_pattern
+from lint_nograd.fix_plan import FixSettings
+from lint_nograd.fix_spelling import DEFAULT_STOP_GRADIENT
 from lint_nograd.registry import RULES
 from lint_nograd.regular_file import read_regular_file
 from lint_nograd.runner import PARALLEL_MIN_FILES, Job
@@ -40,7 +42,8 @@ EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 @dataclass
 class Plan:
-    root: Path = Path(".")  # where the configuration was found: the cache lives there
+    root: Path = Path(".")  # the project root: where the configuration was found; the cache lives there
+    fixes: FixSettings = FixSettings()
     jobs: list[Job] = field(default_factory=list)
     project_files: list[tuple[Path, str]] = field(default_factory=list)  # (path, shown) of the whole project
     import_roots: list[Path] = field(default_factory=list)
@@ -86,11 +89,13 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     check = commands.add_parser("check", parents=[shared_options()], help="report findings")
-    check.set_defaults(run=run_check)
+    check.add_argument("--fix", action="store_true", help="apply the fixes, as `lint-nograd fix` does")
+    check.set_defaults(run=run_check, diff=False)
 
     fix = commands.add_parser("fix", parents=[shared_options()],
                               help="rewrite no-grad regions into stop_gradient(...), report the rest")
-    fix.add_argument("--diff", action="store_true", help="print the changes as a unified diff; write nothing")
+    fix.add_argument("--diff", action="store_true",
+                     help="print the changes as a unified diff; write nothing (exit 1 when there are some)")
     fix.set_defaults(run=run_fix)
 
     rule = commands.add_parser("rule", help="show a rule's page, or list every rule")
@@ -135,6 +140,14 @@ def shared_options() -> argparse.ArgumentParser:
                           help="read [tool.lint-nograd] from this file instead of searching")
     settings.add_argument("--isolated", action="store_true", help="ignore every configuration file")
 
+    fixes = options.add_argument_group("fixes")
+    unsafe = fixes.add_mutually_exclusive_group()
+    unsafe.add_argument("--unsafe-fixes", dest="unsafe_fixes", action="store_true", default=None,
+                        help="apply and show the fixes that rest on what the analysis cannot see, too")
+    unsafe.add_argument("--no-unsafe-fixes", dest="unsafe_fixes", action="store_false", default=None,
+                        help="only safe fixes (the default)")
+    fixes.add_argument("--show-fixes", action="store_true", help="list each region fixed: file, line, rule")
+
     report = options.add_argument_group("reporting")
     report.add_argument("--output-format", choices=output.FORMATS, default="full")
     report.add_argument("--color", choices=("auto", "always", "never"), default="auto",
@@ -174,8 +187,13 @@ def plan_jobs(options: argparse.Namespace, cwd: Path | None = None) -> Plan:
         path = Path(os.path.abspath(cwd / options.stdin_filename))
         named = [(path, options.stdin_filename)] if found.files or found.missing else []
         found.files, found.missing = named, []
+    fixes = FixSettings(
+        stop_gradient=config.stop_gradient or DEFAULT_STOP_GRADIENT,
+        unsafe_fixes=bool(config.unsafe_fixes if options.unsafe_fixes is None else options.unsafe_fixes),
+    )
     plan = Plan(
         root=config.root,
+        fixes=fixes,
         errors=[f"path does not exist: {path}" for path in found.missing],
         warnings=list(found.unreadable),
         unread=len(found.unreadable),
@@ -217,21 +235,26 @@ def _gated(jobs: Sequence[Job], errors: list[str], reach: dict):
             yield job, data, codes
 
 
-def check_pending(data: bytes, display_path: str, codes: frozenset[str]) -> tuple[list[Diagnostic], str | None]:
+def check_pending(data: bytes, display_path: str, codes: frozenset[str],
+                  fixes: FixSettings = FixSettings()) -> tuple[list[Diagnostic], str | None]:
+    """The findings of one file on its own, with their fixes; or the error."""
+    from lint_nograd import fix  # the fix layer; it loads libcst only to write a fix
+
     try:
-        return engine.check_source(data, display_path, codes), None
+        return fix.check_with_fixes(data, display_path, codes, fixes), None
     except Exception as error:  # a bug checking one file must not stop the others
         return [], f"failed to check {display_path}: internal error: {type(error).__name__}: {error}"
 
 
-def fix_pending(data: bytes, display_path: str, codes: frozenset[str], reach: dict | None):
-    """(new bytes, the findings left in them, regions fixed), or the error for this file."""
-    from lint_nograd import fix  # loads libcst, in the process that parses
+def fix_pending(data: bytes, display_path: str, codes: frozenset[str], reach: dict | None,
+                fixes: FixSettings = FixSettings()):
+    """(new bytes, the findings left in them, the `FixResult`), or the error for this file."""
+    from lint_nograd import fix  # the fix layer; it loads libcst only to write a fix
 
     try:
-        result = fix.fix_source(data, codes, display_path, reach)
+        result = fix.fix_source(data, codes, display_path, fixes, reach)
         new = result.text.encode(result.encoding) if result.changed else data
-        return (new, result.remaining, result.fixed), None
+        return (new, result.remaining, result), None
     except NotebookError as error:
         return None, f"cannot fix {display_path}: {error}"
     except Exception as error:  # a bug fixing one file must not stop the others
@@ -243,6 +266,8 @@ def _workers(options: argparse.Namespace) -> int:
 
 
 def run_check(options: argparse.Namespace) -> int:
+    if options.fix:
+        return run_fix(options)
     plan = plan_jobs(options)
     for warning in plan.warnings:
         _report("warning", warning)
@@ -251,8 +276,9 @@ def run_check(options: argparse.Namespace) -> int:
                   else (plan.root / FOLDER_NAME).absolute())
     if cache.problem:
         _report("warning", cache.problem)
-    outcome = runner.check(plan.jobs, plan.project_files, plan.import_roots, _workers(options), cache)
-    return _finish(options, outcome.diagnostics, plan.errors + outcome.errors, unread=plan.unread)
+    outcome = runner.check(plan.jobs, plan.project_files, plan.import_roots, _workers(options), cache, plan.fixes)
+    return _finish(options, outcome.diagnostics, plan.errors + outcome.errors, unread=plan.unread,
+                   unsafe_fixes=plan.fixes.unsafe_fixes)
 
 
 def run_fix(options: argparse.Namespace) -> int:
@@ -268,10 +294,13 @@ def run_fix(options: argparse.Namespace) -> int:
     reach, errors = runner.reach(plan.jobs, plan.project_files, plan.import_roots, _workers(options), cache)
     errors = plan.errors + errors
     remaining: list[Diagnostic] = []
-    fixed_regions = fixed_files = 0
+    fixed: list[tuple[str, object]] = []  # (display path, FixedRegion)
+    imports: dict[str, set[str]] = {}  # import statement -> the files it was added to
+    fixed_files = 0
     workers = min(_workers(options), len(plan.jobs)) if len(plan.jobs) > PARALLEL_MIN_FILES else 1
     with Workers(workers) as pool:
         pending = [(job, data, pool.submit(fix_pending, data, job.display_path, codes, reach.get(job.path),
+                                           plan.fixes,
                                            if_worker_stops=(None, _stopped([job]))))
                    for job, data, codes in _gated(plan.jobs, errors, reach)]
         for job, data, result in pending:
@@ -279,38 +308,42 @@ def run_fix(options: argparse.Namespace) -> int:
             if error is not None:
                 errors.append(error)
                 continue
-            new, left, count = outcome
+            new, left, done = outcome
             remaining += left
             if options.stdin_filename:  # the fixed source goes to standard output, the rest to stderr
                 sys.stdout.buffer.write(new)
                 sys.stdout.flush()
+            elif new == data:
                 continue
-            if new == data:
-                continue
-            if options.diff:
+            elif options.diff:
                 _write(sys.stdout, _unified_diff(job.display_path, data, new))
-                fixed_regions, fixed_files = fixed_regions + count, fixed_files + 1
-                continue
-            try:
-                replace_file(job.path, new, data, job.display_path)
-                fixed_regions, fixed_files = fixed_regions + count, fixed_files + 1
-            except WriteError as failure:
-                errors.append(str(failure))
-                remaining += engine.check_source(data, job.display_path, job.codes)
+            else:
+                try:
+                    replace_file(job.path, new, data, job.display_path)
+                except WriteError as failure:
+                    errors.append(str(failure))
+                    continue
+            if new != data:
+                fixed_files += 1
+                fixed += [(job.display_path, region) for region in done.regions]
+                for statement in done.imports:
+                    imports.setdefault(statement, set()).add(job.display_path)
     if not options.diff and not options.stdin_filename:  # what remains, as the whole project shows it
-        outcome = runner.check(plan.jobs, plan.project_files, plan.import_roots, _workers(options), cache)
+        outcome = runner.check(plan.jobs, plan.project_files, plan.import_roots, _workers(options), cache,
+                               plan.fixes)
         remaining, errors = outcome.diagnostics, errors + outcome.errors
     remaining.sort(key=lambda d: d.sort_key)
+    text_format = options.output_format in output.TEXT_FORMATS
+    if text_format and fixed_files:
+        _write(sys.stderr, output.fixed_summary(fixed, fixed_files, imports, options.show_fixes, options.diff))
     if options.diff:
         for error in errors:
             _report("error", error)
         if errors:
             return EXIT_ERROR
-        return EXIT_FINDINGS if (fixed_files or remaining) and not options.exit_zero else EXIT_CLEAN
-    if fixed_files and options.output_format in output.TEXT_FORMATS:
-        _write(sys.stderr, f"Fixed {fixed_regions} region{'s' * (fixed_regions != 1)} in "
-                           f"{fixed_files} file{'s' * (fixed_files != 1)}.\n")
-    return _finish(options, remaining, errors, sys.stderr if options.stdin_filename else sys.stdout, plan.unread)
+        return EXIT_FINDINGS if fixed_files and not options.exit_zero else EXIT_CLEAN
+    return _finish(options, remaining, errors, sys.stderr if options.stdin_filename else sys.stdout, plan.unread,
+                   plan.fixes.unsafe_fixes)
 
 
 def _unified_diff(display_path: str, old: bytes, new: bytes) -> str:
@@ -320,17 +353,17 @@ def _unified_diff(display_path: str, old: bytes, new: bytes) -> str:
 
 
 def _finish(options: argparse.Namespace, diagnostics: list[Diagnostic], errors: list[str],
-            stream: TextIO | None = None, unread: int = 0) -> int:
+            stream: TextIO | None = None, unread: int = 0, unsafe_fixes: bool = False) -> int:
     """Report the findings and errors of a run; the exit status."""
     stream = stream or sys.stdout
     text_format = options.output_format in output.TEXT_FORMATS
     if options.statistics:
-        text = output.statistics(diagnostics, options.output_format)
+        text = output.statistics(diagnostics, options.output_format, unsafe_fixes)
     else:
         color = _use_color(options.color, stream)
-        text = output.render(diagnostics, options.output_format, color)
+        text = output.render(diagnostics, options.output_format, color, unsafe_fixes)
     if text_format and (diagnostics or not errors):
-        text += output.summary(diagnostics)
+        text += output.summary(diagnostics, unsafe_fixes)
     if text_format and unread:
         text += f"Part of the tree could not be read (see {unread} warning{'s' * (unread != 1)}).\n"
     _write(stream, text)

@@ -16,6 +16,7 @@ from typing import Any
 import pathspec
 
 from lint_nograd.files import is_valid_pattern, match_path, shown_path
+from lint_nograd.fix_spelling import stop_gradient_setting_error
 from lint_nograd.registry import RULES
 from lint_nograd.regular_file import read_regular_file
 
@@ -66,6 +67,8 @@ class Config:
     per_file_ignores: tuple[PerFileIgnore, ...] = ()
     respect_gitignore: bool = True
     src: tuple[str, ...] = (".", "src")  # the import roots, relative to the project root (as ruff's `src`)
+    stop_gradient: str | None = None  # None keeps the default: `lint_nograd.stop_gradient`
+    unsafe_fixes: bool | None = None  # None: only when the command line asks
 
     def ignored_codes(self, path: Path) -> frozenset[str]:
         """The codes `per-file-ignores` turns off for `path`."""
@@ -170,6 +173,13 @@ def _parse_table(table: Any, path: Path, shown: str) -> Config:
     respect_gitignore = table.get("respect-gitignore", True)
     if not isinstance(respect_gitignore, bool):
         raise ConfigError(f"`respect-gitignore` in {where} must be true or false")
+    unsafe_fixes = table.get("unsafe-fixes")
+    if unsafe_fixes is not None and not isinstance(unsafe_fixes, bool):
+        raise ConfigError(f"`unsafe-fixes` in {where} must be true or false")
+    stop_gradient = table.get("stop-gradient")
+    problem = None if stop_gradient is None else stop_gradient_setting_error(stop_gradient)
+    if problem:
+        raise ConfigError(f"`stop-gradient` in {where} {problem}")
     return Config(
         root=path.parent,
         path=path,
@@ -186,11 +196,13 @@ def _parse_table(table: Any, path: Path, shown: str) -> Config:
         ),
         respect_gitignore=respect_gitignore,
         src=_strings(table, "src", where) if "src" in table else Config.src,
+        stop_gradient=stop_gradient,
+        unsafe_fixes=unsafe_fixes,
     )
 
 
 _KEYS = {"select", "extend-select", "ignore", "exclude", "extend-exclude", "per-file-ignores",
-         "respect-gitignore", "src"}
+         "respect-gitignore", "src", "stop-gradient", "unsafe-fixes"}
 
 
 def _globs(globs: Sequence[str], key: str, where: str) -> tuple[str, ...]:

@@ -3,8 +3,9 @@ and the stages a project run takes each file through: its facts (local findings 
 the findings linking the project gives it, and those findings finished with fixes.
 
 Checking parses with the standard library's `ast`, which is an order of magnitude faster than
-libcst; libcst is loaded only to rewrite regions (the fix of a fixable finding), where every
-byte that is not rewritten must stay.
+libcst. Fixes are a layer above this one (`lint_nograd.fix`): the command line passes its
+`attach_fixes` in, and libcst is loaded only to rewrite regions, where every byte that is not
+rewritten must stay.
 """
 from __future__ import annotations
 
@@ -14,13 +15,13 @@ import io
 import re
 import tokenize
 from dataclasses import dataclass, replace
-from typing import Optional
+from typing import Callable, Optional
 
 from lint_nograd import api, checks, suppression
 from lint_nograd.checks import backward_through_call
 from lint_nograd.checks.region_in_reached_function import first_selected, message_at_reacher, message_at_region
-from lint_nograd.diagnostics import Diagnostic, Fix
-from lint_nograd.model import GradModeChange, SemanticModel
+from lint_nograd.diagnostics import Diagnostic
+from lint_nograd.model import SemanticModel
 from lint_nograd.notebook import Notebook, NotebookError
 from lint_nograd.project import ModuleEntry, Project, Reacher
 from lint_nograd.registry import RULES
@@ -47,6 +48,12 @@ class ParseError(Exception):
     def __init__(self, message: str, row: int = 1, col: int = 1):
         super().__init__(message)
         self.message, self.row, self.col = message, row, col
+
+
+FIXABLE_CODES = frozenset(code for code, rule in RULES.items() if rule.fixable)
+# The fix layer's hook: (diagnostics, [(region, finding)] of the fixable ones, parsed file, model) -> the
+# diagnostics with their fixes.
+AttachFixes = Callable[[list[Diagnostic], list, ParsedFile, SemanticModel], list[Diagnostic]]
 
 
 def decode(data: bytes) -> tuple[str, str]:
@@ -95,27 +102,35 @@ def codes_to_check(data: bytes, codes: frozenset[str]) -> frozenset[str]:
     return api.possible_codes(data, codes) if api.names_grad_disabling_api(data) else frozenset()
 
 
-def check_source(data: bytes, display_path: str, codes: frozenset[str]) -> list[Diagnostic]:
-    """Check one file on its own, as the flake8 plugin and `fix` on standard input do: the project
-    is this file alone."""
+def check_source(data: bytes, display_path: str, codes: frozenset[str], attach_fixes: AttachFixes | None = None,
+                 reach: Reach | None = None) -> list[Diagnostic]:
+    """Check one file on its own, as the flake8 plugin and `fix` do: the project is this file alone,
+    but for `reach` (function -> mode -> reacher, from the whole project) when given. `attach_fixes`
+    (the fix layer's, given by its callers) adds to each fixable finding its fix, or why there is none."""
     if display_path.endswith(".ipynb"):
-        return _in_cells(data, display_path, lambda source: check_source(source, display_path + ".py", codes))
-    codes = codes_to_check(data, codes)
-    return analyse(data, display_path, codes) if codes else []
+        return _in_cells(data, display_path, codes,
+                         lambda source: check_source(source, display_path + ".py", codes, attach_fixes, reach))
+    codes = codes_to_check(data, codes) if not reach else codes  # reached from elsewhere: no gate
+    return analyse(data, display_path, codes, attach_fixes, reach) if codes else []
 
 
-def analyse(data: bytes, display_path: str, codes: frozenset[str]) -> list[Diagnostic]:
+def analyse(data: bytes, display_path: str, codes: frozenset[str], attach_fixes: AttachFixes | None = None,
+            reach: Reach | None = None) -> list[Diagnostic]:
     """Parse and check a Python file without the gate (tests compare the two), as a project of one."""
     facts, parsed, model = _facts(data, display_path, codes)
     if facts.summary is None:
         return facts.local
     project = Project({ALONE: ModuleEntry(ALONE, display_path, summary=facts.summary, loaded=True)})
-    project.link([ALONE])
+    if reach is None:
+        project.link([ALONE])
+    else:
+        project.reached.update({(ALONE, function): modes for function, modes in reach.items()})
     found = linked(project, ALONE, frozenset({ALONE}), codes, display_path)
-    return sorted(facts.local + _finished(parsed, model, found, codes), key=lambda d: d.sort_key)
+    return sorted(facts.local + _finished(parsed, model, found, codes, attach_fixes), key=lambda d: d.sort_key)
 
 
 ALONE = "<file>"  # the module name of a file checked on its own
+Reach = dict[str, dict[str, Reacher]]  # function of a module -> mode -> its first reacher
 
 
 # -- the stages of a project run: facts of each file, linked findings, finished findings -------------
@@ -196,72 +211,39 @@ def linked(project: Project, module: str, given: frozenset[str], codes: frozense
     return found
 
 
-def finish(data: bytes, display_path: str, codes: frozenset[str], found: list[Linked]) -> list[Diagnostic]:
+def finish(data: bytes, display_path: str, codes: frozenset[str], found: list[Linked],
+           attach_fixes: AttachFixes | None = None) -> list[Diagnostic]:
     """The linked findings of a file with the fixes of fixable ones (or why there is none), and
     its suppressions applied; placed in their cells for a notebook."""
     if display_path.endswith(".ipynb"):
-        return _in_cells(data, display_path, lambda source: finish(source, display_path + ".py", codes, found))
+        return _in_cells(data, display_path, codes,
+                         lambda source: finish(source, display_path + ".py", codes, found, attach_fixes))
     try:
         parsed = parse(data)
         model = SemanticModel(parsed.tree, parsed.text)
     except (ParseError, RecursionError):
         return []  # changed since it was summarised; the next run sees it again
-    return _finished(parsed, model, found, codes)
+    return _finished(parsed, model, found, codes, attach_fixes)
 
 
-def _finished(parsed: ParsedFile, model: SemanticModel, found: list[Linked], codes: frozenset[str]) -> list[Diagnostic]:
+def _finished(parsed: ParsedFile, model: SemanticModel, found: list[Linked], codes: frozenset[str],
+              attach_fixes: AttachFixes | None) -> list[Diagnostic]:
     diagnostics = [diagnostic for _, diagnostic in found]
     fixable = [(model.regions[index], diagnostic) for index, diagnostic in found
                if index is not None and index < len(model.regions) and diagnostic.code in FIXABLE_CODES]
-    if fixable and codes & FIXABLE_CODES:
-        diagnostics = _with_fixes(diagnostics, fixable, parsed, model)
+    if fixable and attach_fixes is not None:
+        diagnostics = attach_fixes(diagnostics, fixable, parsed, model)
     return suppression.unsuppressed(diagnostics, parsed.lines)
 
 
-def region_findings_of(parsed: ParsedFile, model: SemanticModel, codes: frozenset[str], display_path: str = "-",
-                       reach: dict[str, dict[str, Reacher]] | None = None) -> list[tuple[GradModeChange, Diagnostic]]:
-    """The regions of a file that transforms or tracers reach, with their findings: as the file
-    alone tells, or as `reach` (function -> mode -> reacher, from the whole project) does."""
-    summary = summarise(model, parsed.lines)
-    project = Project({ALONE: ModuleEntry(ALONE, display_path, summary=summary, loaded=True)})
-    if reach is None:
-        project.link([ALONE])
-    else:
-        project.reached.update({(ALONE, function): modes for function, modes in reach.items()})
-    return [(model.regions[index], diagnostic)
-            for index, diagnostic in linked(project, ALONE, frozenset({ALONE}), codes, display_path)
-            if index is not None]
-
-
-def _in_cells(data: bytes, display_path: str, check) -> list[Diagnostic]:
+def _in_cells(data: bytes, display_path: str, codes: frozenset[str], check) -> list[Diagnostic]:
     """Check a notebook's code cells joined as one file, then place each finding back in its cell."""
     try:
         notebook = Notebook.read(data)
     except NotebookError as error:
-        return [_parse_error(str(error), 1, 1, display_path)]
+        return [_parse_error(str(error), 1, 1, display_path)] if "NG000" in codes else []
     return [replace(notebook.locate(d), path=display_path) for d in check(notebook.source.encode())]
 
 
 def _parse_error(message: str, row: int, col: int, display_path: str) -> Diagnostic:
     return Diagnostic("NG000", message, display_path, row, col, row, col, RULES["NG000"].severity)
-
-
-FIXABLE_CODES = frozenset(code for code, rule in RULES.items() if rule.fixable)
-
-
-def _with_fixes(diagnostics: list[Diagnostic], region_findings: list[tuple[GradModeChange, Diagnostic]],
-                parsed: ParsedFile, model: SemanticModel) -> list[Diagnostic]:
-    """Attach the rewrite `fix` would make to each fixable finding, or say why there is none."""
-    from lint_nograd import fix  # loads libcst: only for files with fixable findings
-
-    region_of = {id(diagnostic): region for region, diagnostic in region_findings}
-    planned = fix.plan_fixes(parsed, model, list(region_of.values()))
-    result = []
-    for diagnostic in diagnostics:
-        outcome = planned.get(region_of.get(id(diagnostic)))
-        if isinstance(outcome, Fix):
-            diagnostic = replace(diagnostic, fix=outcome)
-        elif outcome:
-            diagnostic = replace(diagnostic, message=f"{diagnostic.message} ({outcome})")
-        result.append(diagnostic)
-    return result

@@ -1,4 +1,9 @@
-"""Diagnostics as text: `concise`, `full`, `json`, `sarif` or `github`, plus the summary lines."""
+"""Diagnostics as text: `concise`, `full`, `json`, `sarif` or `github`, plus the summary lines.
+
+A fix is `safe` or `unsafe` (as in ruff): the text formats mark with `[*]` the findings whose fix
+a run would apply (unsafe ones only with `--unsafe-fixes`) and count the others as hidden; JSON and
+SARIF carry every fix with its applicability.
+"""
 from __future__ import annotations
 
 import json
@@ -10,7 +15,7 @@ from typing import Any
 from urllib.parse import quote
 
 from lint_nograd import __version__
-from lint_nograd.diagnostics import Diagnostic, Edit
+from lint_nograd.diagnostics import Diagnostic, Edit, Fix
 from lint_nograd.registry import RULES, Rule
 
 FORMATS = ("full", "concise", "json", "sarif", "github")
@@ -32,11 +37,13 @@ def rule_page(code: str) -> str | None:
     return None
 
 
-def render(diagnostics: Sequence[Diagnostic], output_format: str, color: bool = False) -> str:
+def render(diagnostics: Sequence[Diagnostic], output_format: str, color: bool = False,
+           unsafe_fixes: bool = False) -> str:
+    style = _Style(color, unsafe_fixes)
     if output_format == "full":
-        return "".join(_full(diagnostic, _Style(color)) + "\n" for diagnostic in diagnostics)
+        return "".join(_full(diagnostic, style) + "\n" for diagnostic in diagnostics)
     if output_format == "concise":
-        return "".join(_header(diagnostic, _Style(color)) + "\n" for diagnostic in diagnostics)
+        return "".join(_header(diagnostic, style) + "\n" for diagnostic in diagnostics)
     if output_format == "json":
         return json.dumps([_json(d) for d in diagnostics], indent=2, sort_keys=True) + "\n"
     if output_format == "sarif":
@@ -46,21 +53,54 @@ def render(diagnostics: Sequence[Diagnostic], output_format: str, color: bool = 
     raise ValueError(f"unknown output format: {output_format}")
 
 
-def summary(diagnostics: Sequence[Diagnostic]) -> str:
+def applies(fix: Fix | None, unsafe_fixes: bool) -> bool:
+    """Whether a run applies this fix: a safe one always, an unsafe one with `--unsafe-fixes`."""
+    return fix is not None and (fix.applicability == "safe" or unsafe_fixes)
+
+
+def summary(diagnostics: Sequence[Diagnostic], unsafe_fixes: bool = False) -> str:
     if not diagnostics:
         return "All checks passed!\n"
     count = len(diagnostics)
     text = f"Found {count} error{'' if count == 1 else 's'}.\n"
-    fixable = sum(1 for diagnostic in diagnostics if diagnostic.fix is not None)
+    fixes = [diagnostic.fix for diagnostic in diagnostics if diagnostic.fix is not None]
+    fixable = sum(applies(fix, unsafe_fixes) for fix in fixes)
+    hidden = len(fixes) - fixable
+    hint = (f" ({hidden} hidden fix{'es' if hidden != 1 else ''} can be enabled with the `--unsafe-fixes` option)"
+            if hidden else "")
     if fixable:
-        text += f"[*] {fixable} fixable with `{FIX_COMMAND}`.\n"
+        unsafe = any(fix.applicability != "safe" for fix in fixes)
+        command = FIX_COMMAND + (" --unsafe-fixes" if unsafe_fixes and unsafe else "")
+        text += f"[*] {fixable} fixable with `{command}`{hint}.\n"
+    elif hidden:
+        text += f"No fixes available{hint}.\n"
     return text
 
 
-def statistics(diagnostics: Sequence[Diagnostic], output_format: str) -> str:
+def fixed_summary(fixed: Sequence[tuple[str, Any]], files: int, imports: dict[str, set[str]],
+                  show_fixes: bool, diff: bool = False) -> str:
+    """What `fix` did: how many regions in how many files, each of them with `--show-fixes`, and
+    the imports it added. `fixed` holds (path, region) pairs; a region has `row`, `code`, `cell`."""
+    count = len(fixed)
+    verb = "Would fix" if diff else "Fixed"
+    text = f"{verb} {count} region{'s' * (count != 1)} in {files} file{'s' * (files != 1)}"
+    if show_fixes:
+        text += ":\n" + "".join(
+            f"  {path}:{f'cell {region.cell}:' if region.cell is not None else ''}{region.row}: "
+            f"{region.code} ({_name(region.code)})\n"
+            for path, region in sorted(fixed, key=lambda pair: (pair[0], pair[1].cell or 0, pair[1].row)))
+    else:
+        text += ".\n"
+    verb = "Would add" if diff else "Added"
+    for statement, paths in sorted(imports.items()):
+        text += f"{verb} `{statement}` to {len(paths)} file{'s' * (len(paths) != 1)}.\n"
+    return text
+
+
+def statistics(diagnostics: Sequence[Diagnostic], output_format: str, unsafe_fixes: bool = False) -> str:
     """How many findings each rule has, most first."""
     counts = Counter(diagnostic.code for diagnostic in diagnostics)
-    fixable = {diagnostic.code for diagnostic in diagnostics if diagnostic.fix is not None}
+    fixable = {diagnostic.code for diagnostic in diagnostics if applies(diagnostic.fix, unsafe_fixes)}
     rows = sorted(counts.items(), key=lambda row: (-row[1], row[0]))
     if output_format == "json":
         return json.dumps([
@@ -75,10 +115,11 @@ def statistics(diagnostics: Sequence[Diagnostic], output_format: str) -> str:
 
 
 class _Style:
-    """ANSI colours for the text formats: bold path, red code and carets."""
+    """ANSI colours for the text formats: bold path, red code and carets; which fixes a run applies."""
 
-    def __init__(self, color: bool) -> None:
+    def __init__(self, color: bool, unsafe_fixes: bool = False) -> None:
         self.color = color
+        self.unsafe_fixes = unsafe_fixes
 
     def _paint(self, text: str, ansi: str) -> str:
         return f"\x1b[{ansi}m{text}\x1b[0m" if self.color else text
@@ -106,7 +147,7 @@ def _printable(text: str) -> str:
 
 
 def _header(d: Diagnostic, style: _Style) -> str:
-    marker = style.fixable("[*]") + " " if d.fix is not None else ""
+    marker = style.fixable("[*]") + " " if applies(d.fix, style.unsafe_fixes) else ""
     cell = f"cell {d.cell}:" if d.cell is not None else ""
     path, message = _printable(d.path), _printable(d.message)
     return f"{style.path(path)}:{cell}{d.row}:{d.col}: {style.code(d.code)} {marker}{message}"
@@ -129,7 +170,8 @@ def _full(d: Diagnostic, style: _Style) -> str:
             f"{gutter} |",
         ]
     if d.fix is not None:
-        lines.append(f"{gutter} = help: {d.fix.message}")
+        hidden = "" if applies(d.fix, style.unsafe_fixes) else " (an unsafe fix: `--unsafe-fixes` applies it)"
+        lines.append(f"{gutter} = help: {d.fix.message}{hidden}")
     return "\n".join(lines) + "\n"
 
 
@@ -216,7 +258,26 @@ def _sarif_result(d: Diagnostic, index: dict[str, int]) -> dict[str, Any]:
     }
     if d.code in index:
         result["ruleIndex"] = index[d.code]
+    if d.fix is not None:
+        result["properties"] = {"fixApplicability": d.fix.applicability}
+        if d.fix.edits:  # a notebook's fixes have none: their rows count in the joined cells
+            result["fixes"] = [_sarif_fix(d)]
     return result
+
+
+def _sarif_fix(d: Diagnostic) -> dict[str, Any]:
+    return {
+        "description": {"text": d.fix.message},
+        "artifactChanges": [{
+            "artifactLocation": {"uri": _uri(d.path)},
+            "replacements": [{
+                "deletedRegion": {"startLine": edit.row, "startColumn": edit.col,
+                                  "endLine": edit.end_row, "endColumn": edit.end_col},
+                "insertedContent": {"text": edit.content},
+            } for edit in d.fix.edits],
+        }],
+        "properties": {"applicability": d.fix.applicability},
+    }
 
 
 def _sarif_level(severity: str) -> str:

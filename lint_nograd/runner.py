@@ -23,8 +23,9 @@ from typing import Optional
 from lint_nograd import api, engine
 from lint_nograd.cache import Cache, content_key, diagnostics_from_json, diagnostics_to_json, file_status
 from lint_nograd.diagnostics import Diagnostic
+from lint_nograd.fix_plan import FixSettings
 from lint_nograd.regular_file import read_regular_file
-from lint_nograd.project import ModuleEntry, Project, Reacher, module_name
+from lint_nograd.project import ModuleEntry, Project, module_name
 from lint_nograd.summary import ModuleSummary
 from lint_nograd.workers import Workers
 
@@ -66,23 +67,21 @@ class Outcome:
 
 
 def check(jobs: Sequence[Job], project_files: Sequence[tuple[Path, str]], roots: Sequence[Path], workers: int,
-          cache: Cache, everything: bool = False) -> Outcome:
-    """Check the files of `jobs` as part of the project made of `project_files` (path, shown).
-    `everything` summarises every file, not only those that can matter (tests compare the two)."""
+          cache: Cache, fixes: FixSettings = FixSettings(), everything: bool = False) -> Outcome:
+    """Check the files of `jobs` as part of the project made of `project_files` (path, shown); the
+    fixable findings get the fixes `fixes` makes. `everything` summarises every file, not only those
+    that can matter (tests compare the two)."""
     _CACHE[:] = [cache]
     with Workers(workers) as pool:
         run = Run(jobs, project_files, roots, pool, cache, everything)
-        run.finish(run.linked())
+        run.finish(run.linked(), fixes)
     cache.save()
     run.outcome.diagnostics.sort(key=lambda d: d.sort_key)
     return run.outcome
 
 
-Reach = dict[str, dict[str, Reacher]]  # function of a module -> mode -> its first reacher
-
-
 def reach(jobs: Sequence[Job], project_files: Sequence[tuple[Path, str]], roots: Sequence[Path], workers: int,
-          cache: Cache) -> tuple[dict[Path, Reach], list[str]]:
+          cache: Cache) -> tuple[dict[Path, engine.Reach], list[str]]:
     """For each file of `jobs`, what reaches each of its functions in the whole project (for `fix`),
     and the errors met."""
     _CACHE[:] = [cache]
@@ -90,7 +89,7 @@ def reach(jobs: Sequence[Job], project_files: Sequence[tuple[Path, str]], roots:
         run = Run(jobs, project_files, roots, pool, cache)
         project = run.linked()
     cache.save()
-    found: dict[Path, Reach] = {}
+    found: dict[Path, engine.Reach] = {}
     for job in jobs:
         module = run.files[job.path].module
         found[job.path] = {function: dict(modes) for (m, function), modes in project.reached.items() if m == module}
@@ -316,7 +315,7 @@ class Run:
 
     # -- stage 4: finished findings -----------------------------------------------------------------
 
-    def finish(self, project: Project) -> None:
+    def finish(self, project: Project, fixes: FixSettings) -> None:
         given = frozenset(f.module for f in self.files.values() if f.job is not None)
         pending = []
         for file in self.files.values():
@@ -328,14 +327,14 @@ class Run:
             found = engine.linked(project, file.module, given, file.job.codes, file.shown)
             if not found:
                 continue
-            key = _link_key(file.job.codes, found)
+            key = _link_key(file.job.codes, found, fixes)
             stored = self.cache.entry(file.content_key).get("finished", {})
             finished = diagnostics_from_json(stored[key], file.shown) if key in stored else None
             if finished is None:
                 pending.append((file, key, found))
             else:
                 self.outcome.diagnostics += finished
-        results = self.workers.map(finish_file, [(*f.task, found) for f, _, found in pending],
+        results = self.workers.map(finish_file, [(*f.task, found, fixes) for f, _, found in pending],
                                    lambda path, shown, *rest: (None, _stopped(shown)), CHUNK_FILES)
         for (file, key, _), (diagnostics, error) in zip(pending, results):
             if error is not None:
@@ -349,9 +348,9 @@ def _codes_key(codes: frozenset[str]) -> str:
     return ",".join(sorted(codes))
 
 
-def _link_key(codes: frozenset[str], found: list) -> str:
+def _link_key(codes: frozenset[str], found: list, fixes: FixSettings) -> str:
     """What the finished findings of a file depend on besides its bytes."""
-    return repr((_codes_key(codes), [(index, d.code, d.message, d.row, d.col) for index, d in found]))
+    return repr((_codes_key(codes), fixes.cache_key, [(index, d.code, d.message, d.row, d.col) for index, d in found]))
 
 
 def _index_from(entry: dict) -> api.TextIndex | None:
@@ -437,13 +436,16 @@ def _facts(data: bytes, shown: str, codes: frozenset[str]):
     return (diagnostics_to_json(found.local), found.summary.to_json() if found.summary else None), None
 
 
-def finish_file(path: Path, shown: str, job: Job, found: list):
+def finish_file(path: Path, shown: str, job: Job, found: list, fixes: FixSettings):
     """(finished findings, error) of one file."""
+    from lint_nograd import fix  # the fix layer, which loads libcst only to write a fix
+
     try:
         data = _source(path, job)
     except OSError as error:
         return None, f"cannot read {shown}: {error.strerror or error}"
     try:
-        return diagnostics_to_json(engine.finish(data, shown, job.codes, found)), None
+        attach_fixes = functools.partial(fix.attach_fixes, settings=fixes)
+        return diagnostics_to_json(engine.finish(data, shown, job.codes, found, attach_fixes)), None
     except Exception as error:  # a bug with one file must not stop the others
         return None, f"failed to check {shown}: internal error: {type(error).__name__}: {error}"

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from lint_nograd import api, entry_points
+from lint_nograd.fix_plan import region_cuts_its_values
 from lint_nograd.model import SemanticModel, inside_comprehension
 from lint_nograd.scopes import Binding, Scope
 
@@ -94,6 +95,7 @@ class Region:
     inference: bool
     span: Span
     dual_level: Optional[Span] = None  # inside `with dual_level():` that makes duals: forward mode
+    cut: bool = False  # every value leaving it is cut, as the memory-preserving fix writes it: never reported
 
 
 @dataclass
@@ -138,7 +140,7 @@ class ModuleSummary:
                         for name, c in self.classes.items()},
             "names": self.names,
             "regions": [{"function": r.function, "api": r.api, "inference": r.inference, "span": span(r.span),
-                         "dual_level": span(r.dual_level)} for r in self.regions],
+                         "dual_level": span(r.dual_level), "cut": r.cut} for r in self.regions],
             "backwards": [{"callees": b.callees, "callee_text": b.callee_text, "name": b.name,
                            "assigned_row": b.assigned_row, "span": span(b.span)} for b in self.backwards],
         }
@@ -164,8 +166,8 @@ class ModuleSummary:
         classes = {name: Class(tuple(_refs(b) for b in c["bases"]), dict(c["methods"]),
                                {k: _refs(v) for k, v in c["attributes"].items()})
                    for name, c in data["classes"].items()}
-        regions = [Region(r["function"], r["api"], r["inference"], span(r["span"]), span(r["dual_level"]))
-                   for r in data["regions"]]
+        regions = [Region(r["function"], r["api"], r["inference"], span(r["span"]), span(r["dual_level"]),
+                          r["cut"]) for r in data["regions"]]
         backwards = [BackwardSite(_refs(b["callees"]), b["callee_text"], b["name"], b["assigned_row"],
                                   span(b["span"])) for b in data["backwards"]]
         return cls(functions, classes, {k: _refs(v) for k, v in data["names"].items()}, regions, backwards)
@@ -520,7 +522,8 @@ class _Summariser(ast.NodeVisitor):
     def _regions(self) -> list[Region]:
         return [Region(self.model.name_of(region.function) if region.function is not None else None,
                        region.describe(), region.api == "inference_mode", span_of(region.expr, self.lines),
-                       self.region_dual_level.get(id(region.expr)))
+                       self.region_dual_level.get(id(region.expr)),
+                       region.function is not None and region_cuts_its_values(self.model, region))
                 for region in self.model.regions]
 
     def _graphless_returns(self) -> None:

@@ -17,3 +17,8 @@ def example(page: Path, section: str) -> str:
     match = re.search(r"```python\n(.*?)```", sections(page)[section], re.DOTALL)
     assert match, f"{page.name}: no python example under '## {section}'"
     return match.group(1)
+
+
+def examples(page: Path, section: str) -> list[str]:
+    """Every ```python block of a section."""
+    return re.findall(r"```python\n(.*?)```", sections(page)[section], re.DOTALL)

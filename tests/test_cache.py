@@ -28,9 +28,9 @@ def parsed(monkeypatch):
     seen: list[str] = []
     real = engine.facts
 
-    def counting(data, display_path, codes):
+    def counting(data, display_path, codes, **options):
         seen.append(display_path)
-        return real(data, display_path, codes)
+        return real(data, display_path, codes, **options)
 
     monkeypatch.setattr(engine, "facts", counting)
     return seen

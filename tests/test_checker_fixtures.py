@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lint_nograd.engine import check_source
+from lint_nograd.fix import check_with_fixes
 from lint_nograd.registry import RULES
 
 FIXTURES = Path(__file__).parent / "fixtures" / "checker"
@@ -19,7 +19,7 @@ CASES = sorted(FIXTURES.glob("*.py"))
 
 
 def render(path: Path) -> str:
-    diagnostics = check_source(path.read_bytes(), path.name, frozenset(RULES))
+    diagnostics = check_with_fixes(path.read_bytes(), path.name, frozenset(RULES))
     return "".join(f"{d.row}:{d.col} {d.code} {d.message}\n" for d in diagnostics)
 
 

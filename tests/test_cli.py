@@ -17,7 +17,7 @@ from lint_nograd.diagnostics import Diagnostic, Edit, Fix
 from lint_nograd.registry import RULES
 
 
-def stand_in_check_source(data: bytes, display_path: str, codes: frozenset[str]) -> list[Diagnostic]:
+def stand_in_check_source(data: bytes, display_path: str, codes: frozenset[str], **_) -> list[Diagnostic]:
     """Reports a selected rule wherever a line spells its code; a line saying `crash` raises."""
     found = []
     for row, line in enumerate(data.decode().splitlines(), 1):
@@ -41,7 +41,7 @@ def project(tmp_path, monkeypatch):
     monkeypatch.setattr(engine, "facts", lambda data, shown, codes: engine.FileFacts(
         stand_in_check_source(data, shown, codes), None))
     monkeypatch.setattr(engine, "codes_to_check", lambda data, codes: codes)  # no gate
-    monkeypatch.setattr(cli, "Cache", lambda folder: Cache(None))  # the cache has tests of its own
+    monkeypatch.setattr(cli, "Cache", lambda folder, *_: Cache(None))  # the cache has tests of its own
     return tmp_path
 
 

@@ -60,7 +60,8 @@ def fix(capsys, *args: str) -> tuple[int, str, str]:
 def test_fix_rewrites_then_has_nothing_left(project, capsys):
     (project / "m.py").write_text(FIXABLE)
     status, out, err = fix(capsys)
-    assert (status, out) == (0, "All checks passed!\n") and err == "Fixed 1 region in 1 file.\n"
+    assert (status, out) == (0, "All checks passed!\n")
+    assert err == "Fixed 1 region in 1 file.\nAdded `from lint_nograd import stop_gradient` to 1 file.\n"
     assert (project / "m.py").read_text() == FIXED
     assert fix(capsys) == (0, "All checks passed!\n", "")  # twice changes nothing
     left = sorted(p.name for p in project.iterdir() if p.name != ".lint_nograd_cache")
@@ -107,8 +108,8 @@ def test_a_file_changed_during_the_fix_is_left_alone(project, capsys, monkeypatc
     path.write_text(FIXABLE)
     real = cli.fix_pending
 
-    def edit_meanwhile(data, display_path, codes, reach):
-        outcome = real(data, display_path, codes, reach)
+    def edit_meanwhile(data, display_path, codes, reach, settings):
+        outcome = real(data, display_path, codes, reach, settings)
         path.write_text(FIXABLE + "# edited meanwhile\n")
         return outcome
 
@@ -166,3 +167,142 @@ def test_force_exclude_applies_excludes_to_named_files(project, capsys):
     assert cli.main(["check", "generated/n.py"]) == 1  # named: checked, as ruff does
     assert cli.main(["check", "--force-exclude", "generated/n.py"]) == 0
     capsys.readouterr()
+
+
+# -- fix tiers: safe fixes by default, unsafe ones when asked ------------------------------------------
+
+UNSAFE = """\
+import torch
+from torch.func import jacfwd
+
+
+def distil(teacher, x):
+    with torch.no_grad():
+        target = teacher(x)
+    return x - target
+
+
+jacfwd(distil, argnums=1)
+"""
+UNSAFE_FIXED = UNSAFE.replace("from torch.func import jacfwd\n", "from torch.func import jacfwd\n"
+                              "from lint_nograd import stop_gradient\n").replace(
+    "target = teacher(x)", "target = stop_gradient(teacher(x))")
+
+
+def test_unsafe_fixes_are_left_alone_by_default(project, capsys):
+    (project / "m.py").write_text(UNSAFE)
+    status, out, err = fix(capsys)
+    assert status == 1 and err == "" and (project / "m.py").read_text() == UNSAFE
+    assert out.endswith("Found 1 error.\nNo fixes available (1 hidden fix can be enabled with the "
+                        "`--unsafe-fixes` option).\n")
+    assert "m.py:6:10: NG004 `no_grad` region in `distil`" in out and "[*]" not in out
+
+
+@pytest.mark.parametrize("config, args", [("", ["--unsafe-fixes"]), ("unsafe-fixes = true\n", [])])
+def test_unsafe_fixes_when_asked(project, capsys, config, args):
+    (project / "pyproject.toml").write_text("[tool.lint-nograd]\n" + config)
+    (project / "m.py").write_text(UNSAFE)
+    status, out, err = fix(capsys, *args)
+    assert (status, out) == (0, "All checks passed!\n") and err.startswith("Fixed 1 region in 1 file.\n")
+    assert (project / "m.py").read_text() == UNSAFE_FIXED
+
+
+def test_the_command_line_wins_over_unsafe_fixes_in_the_configuration(project, capsys):
+    (project / "pyproject.toml").write_text("[tool.lint-nograd]\nunsafe-fixes = true\n")
+    (project / "m.py").write_text(UNSAFE)
+    assert fix(capsys, "--no-unsafe-fixes")[0] == 1 and (project / "m.py").read_text() == UNSAFE
+
+
+def test_check_shows_which_fixes_are_hidden(project, capsys):
+    (project / "safe.py").write_text(FIXABLE)
+    (project / "unsafe.py").write_text(UNSAFE)
+    assert cli.main(["check", "--output-format", "concise"]) == 1
+    out = capsys.readouterr().out
+    assert "safe.py:6:10: NG004 [*] " in out and "unsafe.py:6:10: NG004 `no_grad`" in out
+    assert out.endswith("Found 2 errors.\n[*] 1 fixable with `lint-nograd fix` (1 hidden fix can be enabled "
+                        "with the `--unsafe-fixes` option).\n")
+    assert cli.main(["check", "--output-format", "concise", "--unsafe-fixes"]) == 1
+    out = capsys.readouterr().out
+    assert "unsafe.py:6:10: NG004 [*] " in out
+    assert out.endswith("Found 2 errors.\n[*] 2 fixable with `lint-nograd fix --unsafe-fixes`.\n")
+
+
+def test_json_carries_the_applicability(project, capsys):
+    import json
+
+    (project / "m.py").write_text(UNSAFE)
+    assert cli.main(["check", "--output-format", "json"]) == 1
+    [finding] = json.loads(capsys.readouterr().out)
+    assert finding["fix"]["applicability"] == "unsafe"
+    assert finding["fix"]["message"] == (
+        "Keep the `no_grad` region, so that `teacher(...)` records no graph, and cut its values with "
+        "`stop_gradient(...)` (unsafe: assumes `teacher(...)` returns new tensors)")
+    assert {"content": "        target = stop_gradient(teacher(x))\n", "location": {"row": 6, "column": 1},
+            "end_location": {"row": 8, "column": 1}} in [
+        {**edit, "content": edit["content"].split("\n", 1)[1]} for edit in finding["fix"]["edits"]
+        if edit["content"].startswith("    with")]
+
+
+def test_check_fix_fixes_as_fix_does(project, capsys):
+    (project / "m.py").write_text(FIXABLE)
+    (project / "n.py").write_text(NOT_FIXABLE)
+    status = cli.main(["check", "--fix", "--output-format", "concise"])
+    out, err = capsys.readouterr()
+    assert status == 1 and out.startswith("n.py:5:9: NG001 ") and err.startswith("Fixed 1 region in 1 file.\n")
+    assert (project / "m.py").read_text() == FIXED
+
+
+def test_show_fixes_lists_each_region(project, capsys):
+    (project / "m.py").write_text(FIXABLE + FIXABLE.split("\n\n\n")[1].replace("def f", "def g") + "\njacfwd(g)\n")
+    status, _, err = fix(capsys, "--show-fixes")
+    assert status == 0
+    assert err == ("Fixed 2 regions in 1 file:\n"
+                   "  m.py:6: NG004 (no-grad-under-forward-mode)\n"
+                   "  m.py:13: NG004 (no-grad-under-forward-mode)\n"
+                   "Added `from lint_nograd import stop_gradient` to 1 file.\n")
+
+
+def test_diff_exits_0_when_nothing_is_fixable(project, capsys):
+    (project / "n.py").write_text(NOT_FIXABLE)
+    (project / "u.py").write_text(UNSAFE)
+    assert fix(capsys, "--diff") == (0, "", "")
+    status, out, err = fix(capsys, "--diff", "--unsafe-fixes")
+    assert status == 1 and "+        target = stop_gradient(teacher(x))\n" in out
+    assert err == "Would fix 1 region in 1 file.\nWould add `from lint_nograd import stop_gradient` to 1 file.\n"
+    assert (project / "u.py").read_text() == UNSAFE
+
+
+@pytest.mark.parametrize("setting, line, added", [
+    ("detach", "    s = x.mean().detach()\n", None),
+    ("mypkg.autodiff.stop_gradient", "    s = stop_gradient(x.mean())\n", "from mypkg.autodiff import stop_gradient"),
+])
+def test_the_stop_gradient_setting(project, capsys, setting, line, added):
+    (project / "pyproject.toml").write_text(f'[tool.lint-nograd]\nstop-gradient = "{setting}"\n')
+    (project / "m.py").write_text(FIXABLE)
+    status, _, err = fix(capsys)
+    text = (project / "m.py").read_text()
+    assert status == 0 and line in text and "lint_nograd" not in text
+    assert (f"Added `{added}` to 1 file.\n" in err) == bool(added) and ("Added" in err) == bool(added)
+    if added:
+        assert text.startswith(f"import torch\nfrom torch.func import jacfwd\n{added}\n")
+
+
+def test_a_bad_stop_gradient_setting_is_a_configuration_error(project, capsys):
+    (project / "pyproject.toml").write_text('[tool.lint-nograd]\nstop-gradient = "mypkg.cut"\n')
+    (project / "m.py").write_text(FIXABLE)
+    status, out, err = fix(capsys)
+    assert status == 2 and "`stop-gradient` in [tool.lint-nograd] of pyproject.toml names `cut`" in err
+    assert (project / "m.py").read_text() == FIXABLE
+
+
+def test_the_cache_keeps_fixes_apart_by_setting(project, capsys):
+    import json
+
+    (project / "m.py").write_text(FIXABLE)
+    assert cli.main(["check", "--output-format", "json"]) == 1
+    [default] = json.loads(capsys.readouterr().out)
+    (project / "pyproject.toml").write_text('[tool.lint-nograd]\nstop-gradient = "detach"\n')
+    assert cli.main(["check", "--output-format", "json"]) == 1
+    [detached] = json.loads(capsys.readouterr().out)
+    assert "stop_gradient(" in default["fix"]["edits"][0]["content"]
+    assert ".detach()" in detached["fix"]["edits"][0]["content"]

@@ -80,6 +80,7 @@ def test_find_config_takes_the_nearest_with_our_table(tmp_path):
 def test_no_config_means_defaults_rooted_here(tmp_path):
     config = load_config(cwd=tmp_path, isolated=True)
     assert config.root == tmp_path and config.path is None
+    assert config.stop_gradient is None and config.unsafe_fixes is None
     assert select_rules([config.rules]) == DEFAULT_SELECT
 
 
@@ -93,8 +94,11 @@ exclude = ["generated"]
 extend-exclude = ["scratch/*.py"]
 respect-gitignore = false
 per-file-ignores = {"tests/*" = ["NG003"], "conftest.py" = ["NG004", "NG005"], "!src/*" = ["NG006"]}
+stop-gradient = "mypkg.autodiff.stop_gradient"
+unsafe-fixes = true
 """)
     config = load_config(cwd=tmp_path)
+    assert config.stop_gradient == "mypkg.autodiff.stop_gradient" and config.unsafe_fixes is True
     assert config.rules == layer(select=DEFAULT_SELECT, extend_select={"NG001"}, ignore={"NG002"})
     assert config.exclude == ("generated",) and config.extend_exclude == ("scratch/*.py",)
     assert config.respect_gitignore is False
@@ -122,6 +126,12 @@ def test_explicit_config_file(tmp_path):
     ("[tool.lint-nograd]\nper-file-ignores = ['a.py']\n", "`per-file-ignores` .* a table"),
     ("[tool.lint-nograd]\nrespect-gitignore = 'no'\n", "`respect-gitignore` .* true or false"),
     ("[tool]\nlint-nograd = 3\n", "must be a table"),
+    ("[tool.lint-nograd]\nunsafe-fixes = 'yes'\n", "`unsafe-fixes` .* true or false"),
+    ("[tool.lint-nograd]\nstop-gradient = 'stop_gradient'\n", "`stop-gradient` .* must be `detach` or the import path"),
+    ("[tool.lint-nograd]\nstop-gradient = 'mypkg.cut'\n", "names `cut`: the function must be named `stop_gradient`"),
+    ("[tool.lint-nograd]\nstop-gradient = 'my-pkg.stop_gradient'\n", "must be `detach` or the import path"),
+    ("[tool.lint-nograd]\nstop-gradient = 'mypkg.import.stop_gradient'\n", "must be `detach` or the import path"),
+    ("[tool.lint-nograd]\nstop-gradient = ['detach']\n", "must be `detach` or the import path"),
 ])
 def test_bad_config(tmp_path, text, message):
     write(tmp_path / "pyproject.toml", text)

@@ -22,14 +22,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lint_nograd.engine import check_source
-from lint_nograd.fix import fix_source
+from lint_nograd.fix import FixSettings, check_with_fixes, fix_source
 from lint_nograd.notebook import Notebook
 from lint_nograd.registry import RULES
 
 hypothesmith = pytest.importorskip("hypothesmith")
 
 ALL = frozenset(RULES)
+UNSAFE = FixSettings(unsafe_fixes=True)  # every rewrite the fix can make
+
+
+def check_source(data: bytes, display_path: str, codes: frozenset[str]):
+    return check_with_fixes(data, display_path, codes, UNSAFE)
 FIXTURES = Path(__file__).parent / "fixtures"
 FIXTURE_SOURCES = sorted(path.read_bytes() for pattern in ("fix/*.in.py", "checker/*.py")
                          for path in FIXTURES.glob(pattern))
@@ -47,6 +51,8 @@ SNIPPETS = [  # inserted at the indentation of the line they go before
     ["grad(f)(x)"], ["loss.backward()"], ["vmap(jacrev(helper))(x)"], ["make_fx(f)(x)"],
     ["import torch", "from torch.func import jacfwd, jacrev, grad, vmap"],
     ["with torch.no_grad():", "    with torch.enable_grad():", "        s = x + 1"],
+    ["with torch.no_grad():", "    target = self.teacher(x)  # a kept region"],
+    ["with torch.inference_mode():", "    with torch.no_grad():", "        f = model(x) @ w"],
     ["buf.add_(1)  # noqa: NG004"], ["pass"], ["    "], ["# a comment"],
 ]
 pytestmark = pytest.mark.filterwarnings("ignore::SyntaxWarning")  # hypothesmith compiles `1()` and the like
@@ -143,14 +149,14 @@ def check_survives(data: bytes) -> None:
 
 def fix_is_sound(data: bytes) -> None:
     """`fix` output parses, keeps the comments, is a fixed point, and leaves nothing fixable."""
-    result = fix_source(data, ALL, "fuzz.py")
+    result = fix_source(data, ALL, "fuzz.py", UNSAFE)
     new = result.text.encode(result.encoding)
     if not result.changed:
         assert new == data, "an unchanged file must come back byte for byte"
     else:
         assert parses(data) and parses(new), "fix changed a file that does not parse, or broke one"
         assert not comments(data) - comments(new), "fix lost a comment"
-        again = fix_source(new, ALL, "fuzz.py")
+        again = fix_source(new, ALL, "fuzz.py", UNSAFE)
         assert not again.changed, "a second fix changed the file again"
     left = [d for d in check_source(new, "fuzz.py", ALL) if d.fix is not None]
     assert not left, f"fix left fixable findings: {left}"
@@ -162,11 +168,11 @@ def notebook_is_sound(data: bytes) -> None:
     notebook = Notebook.read(data)
     assert notebook.with_source(notebook.source) == data
     check_source(data, "fuzz.ipynb", ALL)
-    result = fix_source(data, ALL, "fuzz.ipynb")
+    result = fix_source(data, ALL, "fuzz.ipynb", UNSAFE)
     if result.changed:
         new = result.text.encode(result.encoding)
         json.loads(new)
-        assert not fix_source(new, ALL, "fuzz.ipynb").changed, "a second fix changed the notebook again"
+        assert not fix_source(new, ALL, "fuzz.ipynb", UNSAFE).changed, "a second fix changed the notebook again"
 
 
 CELL_LINES = ["x = 1", "", "  ", "%time x", "  !ls", "files = !ls", "%%time", "%%bash", "obj?",

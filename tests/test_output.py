@@ -17,6 +17,8 @@ FIXABLE = Diagnostic("NG004", "no_grad under jvp", "pkg/model.py", 3, 5, 3, 13, 
                      "    with torch.no_grad():\n", FIX)
 WARNING = Diagnostic("NG001", "vmap under no_grad", "train.py", 12, 1, 12, 5, "warning",
                      "vmap(f)(x)")
+UNSAFE = Diagnostic("NG006", "no_grad under grad", "pkg/model.py", 9, 5, 9, 13, "warning",
+                    "    with torch.no_grad():\n", Fix("Keep the region", (Edit("x", 10, 1, 11, 1),), "unsafe"))
 
 
 @pytest.mark.parametrize("diagnostic, line", [
@@ -76,6 +78,47 @@ def test_summary(diagnostics, text):
     assert output.summary(diagnostics) == text
 
 
+@pytest.mark.parametrize("diagnostics, unsafe_fixes, text", [
+    ([UNSAFE], False, "Found 1 error.\nNo fixes available (1 hidden fix can be enabled with the "
+                      "`--unsafe-fixes` option).\n"),
+    ([FIXABLE, UNSAFE, UNSAFE], False, "Found 3 errors.\n[*] 1 fixable with `lint-nograd fix` (2 hidden fixes "
+                                       "can be enabled with the `--unsafe-fixes` option).\n"),
+    ([FIXABLE, UNSAFE], True, "Found 2 errors.\n[*] 2 fixable with `lint-nograd fix --unsafe-fixes`.\n"),
+    ([FIXABLE, WARNING], True, "Found 2 errors.\n[*] 1 fixable with `lint-nograd fix`.\n"),
+])
+def test_summary_counts_unsafe_fixes_as_hidden_unless_asked(diagnostics, unsafe_fixes, text):
+    assert output.summary(diagnostics, unsafe_fixes) == text
+
+
+def test_only_fixes_a_run_applies_are_marked():
+    assert output.render([UNSAFE], "concise") == "pkg/model.py:9:5: NG006 no_grad under grad\n"
+    assert output.render([UNSAFE], "concise", unsafe_fixes=True) == "pkg/model.py:9:5: NG006 [*] no_grad under grad\n"
+    assert "= help: Keep the region (an unsafe fix: `--unsafe-fixes` applies it)" in output.render([UNSAFE], "full")
+    assert output.statistics([UNSAFE], "text") == "1  NG006      no-grad-in-transformed-function\n"
+    assert output.statistics([UNSAFE], "text", unsafe_fixes=True) == "1  NG006  [*] no-grad-in-transformed-function\n"
+
+
+class _Region:
+    def __init__(self, row: int, code: str, cell: int | None = None):
+        self.row, self.code, self.cell = row, code, cell
+
+
+def test_fixed_summary_lists_regions_and_imports():
+    fixed = [("b.py", _Region(4, "NG005")), ("a.py", _Region(9, "NG004")), ("a.py", _Region(3, "NG006")),
+             ("n.ipynb", _Region(2, "NG004", cell=3))]
+    imports = {"from lint_nograd import stop_gradient": {"a.py", "b.py"}}
+    assert output.fixed_summary(fixed, 3, imports, show_fixes=False) == (
+        "Fixed 4 regions in 3 files.\nAdded `from lint_nograd import stop_gradient` to 2 files.\n")
+    assert output.fixed_summary(fixed, 3, {}, show_fixes=True) == (
+        "Fixed 4 regions in 3 files:\n"
+        "  a.py:3: NG006 (no-grad-in-transformed-function)\n"
+        "  a.py:9: NG004 (no-grad-under-forward-mode)\n"
+        "  b.py:4: NG005 (no-grad-in-traced-function)\n"
+        "  n.ipynb:cell 3:2: NG004 (no-grad-under-forward-mode)\n")
+    assert output.fixed_summary(fixed[:1], 1, imports, show_fixes=False, diff=True) == (
+        "Would fix 1 region in 1 file.\nWould add `from lint_nograd import stop_gradient` to 2 files.\n")
+
+
 def test_json_has_ruffs_keys_and_one_based_positions():
     [fixable, plain] = json.loads(output.render([FIXABLE, WARNING], "json"))
     assert fixable == {
@@ -123,6 +166,18 @@ def test_sarif_required_fields():
     location = first["locations"][0]["physicalLocation"]
     assert location["artifactLocation"]["uri"] == "pkg/model.py"
     assert location["region"] == {"startLine": 3, "startColumn": 5, "endLine": 3, "endColumn": 13}
+    assert "fixes" not in second and "properties" not in second
+
+
+def test_sarif_carries_each_fix_and_its_applicability():
+    safe, unsafe = json.loads(output.render([FIXABLE, UNSAFE], "sarif"))["runs"][0]["results"]
+    assert safe["properties"] == {"fixApplicability": "safe"} and unsafe["properties"] == {"fixApplicability": "unsafe"}
+    [fix] = unsafe["fixes"]
+    assert fix["description"]["text"] == "Keep the region" and fix["properties"] == {"applicability": "unsafe"}
+    [change] = fix["artifactChanges"]
+    assert change["artifactLocation"]["uri"] == "pkg/model.py"
+    assert change["replacements"] == [{"deletedRegion": {"startLine": 10, "startColumn": 1, "endLine": 11,
+                                                         "endColumn": 1}, "insertedContent": {"text": "x"}}]
 
 
 @pytest.mark.parametrize("path, uri", [

@@ -25,6 +25,9 @@ CLEAN = ("import torch\n\nmodel = torch.nn.Linear(2, 2)\n"
          "with torch.no_grad():\n    y = model(torch.ones(2))\n")
 FIXABLE = ("import torch\nfrom torch.func import jacfwd\n\n\ndef f(x):\n    with torch.no_grad():\n"
            "        shift = x.mean()\n    return x - shift\n\n\njacfwd(f)\n")
+# Its fix is unsafe: it assumes `teacher(x)` returns a new tensor, which the file cannot show.
+UNSAFE_FIXABLE = FIXABLE.replace("def f(x):", "def f(x, teacher=torch.nn.Identity()):").replace(
+    "shift = x.mean()", "shift = teacher(x)")
 # The `repo: local` configuration the README shows, for lint-nograd installed where pre-commit runs.
 LOCAL_CONFIG = """\
 repos:
@@ -182,6 +185,20 @@ def test_the_fix_hook_rewrites_a_fixable_file(project, environment, tmp_path):
     git("add", "model.py", cwd=project, env=environment)
     again = pre_commit("run", "--color", "never", cwd=project, env=environment)
     assert again.returncode == 0, again.output
+
+
+def test_the_fix_hook_leaves_unsafe_fixes_alone_unless_asked(project, environment):
+    stage(project, environment, **{"distil.py": UNSAFE_FIXABLE})
+    left = pre_commit("run", "lint-nograd-fix", "--color", "never", cwd=project, env=environment)
+    assert left.returncode == 1, left.output  # the finding remains
+    assert "files were modified by this hook" not in left.output
+    assert "No fixes available (1 hidden fix can be enabled with the `--unsafe-fixes` option)." in left.output
+    assert (project / "distil.py").read_text() == UNSAFE_FIXABLE
+
+    stage(project, environment, **{"pyproject.toml": "[tool.lint-nograd]\nunsafe-fixes = true\n"})
+    fixed = pre_commit("run", "lint-nograd-fix", "--color", "never", cwd=project, env=environment)
+    assert "files were modified by this hook" in fixed.output
+    assert "shift = stop_gradient(teacher(x))" in (project / "distil.py").read_text()
 
 
 def test_the_local_system_hook_of_the_readme(tmp_path, environment):

@@ -41,7 +41,9 @@ def test_try_it_checks_the_example_as_the_readme_says():
     command = install_and_check.strip().split(" && ")[1]
     done = shell(command + " --no-cache --output-format concise", ROOT)
     assert done.returncode == 1
-    assert "Found 4 errors.\n[*] 2 fixable with `lint-nograd fix`." in done.stdout  # what the README says
+    # what the README says: four findings, one with a safe fix and one with an unsafe fix
+    assert ("Found 4 errors.\n[*] 1 fixable with `lint-nograd fix` (1 hidden fix can be enabled with the "
+            "`--unsafe-fixes` option).\n") in done.stdout
 
 
 def test_the_test_command_is_what_ci_runs():
@@ -96,9 +98,22 @@ def test_the_runtime_shim_imports():
     assert namespace["func"].grad is not None and callable(namespace["stop_gradient"])
 
 
+def test_the_try_it_diff_shows_both_rewrites():
+    done = shell("lint-nograd fix --diff --unsafe-fixes examples/ --no-cache", ROOT)
+    assert done.returncode == 1
+    assert "+    scale = stop_gradient(y.std() + 1e-6)  # meant as a constant" in done.stdout
+    assert "+            baseline = stop_gradient(model(inputs).mean())" in done.stdout
+
+
 def test_the_libcst_command_rewrites_a_file(project):
-    [command] = blocks("Codemod: lint-nograd fix", "sh")[1:]
+    [command] = blocks("Codemod: lint-nograd fix", "sh")[-1:]
     command = command.strip().replace("python ", f"{sys.executable} ", 1).replace("PATH", "src")
     done = subprocess.run(command, shell=True, cwd=project, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert "stop_gradient(model(inputs).mean())" in (project / "src" / "model.py").read_text()
+    text = (project / "src" / "model.py").read_text()
+    assert "scale = stop_gradient(y.std() + 1e-6)" in text  # the safe fix
+    assert "baseline = model(inputs).mean()" in text  # an unsafe fix, not asked for
+    (project / "pyproject.toml").write_text("[tool.lint-nograd]\nunsafe-fixes = true\n")
+    done = subprocess.run(command, shell=True, cwd=project, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "baseline = stop_gradient(model(inputs).mean())" in (project / "src" / "model.py").read_text()

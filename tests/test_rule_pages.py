@@ -7,7 +7,7 @@ import pytest
 
 from lint_nograd.engine import check_source
 from lint_nograd.registry import RULES
-from rule_pages import PAGES, example, sections
+from rule_pages import PAGES, example, examples, sections
 
 ALL = frozenset(RULES)
 
@@ -50,3 +50,13 @@ def test_fix_of_the_example_is_the_use_instead(page):
     from lint_nograd.fix import fix_text
 
     assert _without_comments(fix_text(example(page, "Example"))) == _without_comments(example(page, "Use instead"))
+
+
+def test_the_memory_preserving_form_of_ng004():
+    """Fix safety shows it: the region stays, its value is cut inside it, and that is no finding."""
+    from lint_nograd.fix import FixSettings, fix_text
+
+    before, after = examples(PAGES[[page.stem for page in PAGES].index("NG004")], "Fix safety")
+    assert codes_in(before) == ["NG004"] and codes_in(after) == []
+    assert fix_text(before) == before  # an unsafe fix: `teacher(x)` is a call the file cannot see into
+    assert fix_text(before, settings=FixSettings(unsafe_fixes=True)) == after

@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 from torch.func import hessian, jacfwd, jacrev  # noqa: E402
 
-from rule_pages import example, PAGES  # noqa: E402
+from rule_pages import example, examples, PAGES  # noqa: E402
 
 PAGE = {page.stem: page for page in PAGES}
 FIXTURES = Path(__file__).parent / "fixtures" / "checker"
@@ -45,6 +45,17 @@ def test_ng004_forward_and_reverse_disagree_and_stop_gradient_agrees():
     bad, good = run_example("NG004", "Example"), run_example("NG004", "Use instead")
     assert float(bad["forward"]) == pytest.approx(6.75) and float(bad["reverse"]) == pytest.approx(2.25)
     assert float(good["forward"]) == pytest.approx(2.25) == float(good["reverse"])
+
+
+def test_ng004_memory_preserving_form_agrees_in_both_modes():
+    before, after = ({} for _ in range(2))
+    for code, namespace in zip(examples(PAGE["NG004"], "Fix safety"), (before, after)):
+        torch.manual_seed(0)  # the same teacher in both
+        exec(compile(code, "NG004.md", "exec"), namespace)
+    x = torch.ones(3)
+    assert not torch.allclose(jacfwd(before["distil"])(x), jacrev(before["distil"])(x))
+    torch.testing.assert_close(jacfwd(after["distil"])(x), jacrev(after["distil"])(x))
+    torch.testing.assert_close(jacrev(after["distil"])(x), jacrev(before["distil"])(x))
 
 
 def _traced_minus_eager_gradient(traced, eager) -> float:

@@ -62,5 +62,9 @@ def message_at_reacher(finding: RegionFinding, region: Region, text: str, where:
 
 
 def first_selected(region: Region, reach: dict[str, Reacher], codes: frozenset[str]) -> Optional[RegionFinding]:
-    """The most severe finding of a region among the selected codes."""
+    """The most severe finding of a region among the selected codes. A region whose every value
+    leaving it is cut computes the same in every mode: that is how the memory-preserving fix
+    leaves a region, and it is not reported."""
+    if region.cut:
+        return None
     return next((f for f in findings_for(region, reach) if f.code in codes), None)

@@ -1,0 +1,127 @@
+"""How a file writes the cut of `lint-nograd fix`: the `stop-gradient` setting, the name it has in
+the file (an import to reuse, under any alias, or one to add), and where a new import goes."""
+from __future__ import annotations
+
+import ast
+import keyword
+import re
+from dataclasses import dataclass
+
+from lint_nograd.diagnostics import Edit
+from lint_nograd.fix_values import SHIM_NAMES, STOP_GRADIENT
+from lint_nograd.model import GradModeChange, SemanticModel
+from lint_nograd.scopes import Binding
+
+DEFAULT_STOP_GRADIENT = "lint_nograd.stop_gradient"
+DETACH = "detach"
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")  # as the engine splits lines
+
+
+def stop_gradient_setting_error(value: object) -> str | None:
+    """Why a `stop-gradient` setting cannot be used, or None. A helper must be named `stop_gradient`:
+    that is how `check` knows its calls as cuts, in any file and under any alias."""
+    if value == DETACH:
+        return None
+    if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+", value) \
+            or any(keyword.iskeyword(part) for part in value.split(".")):
+        return "must be `detach` or the import path of a function, such as `mypkg.autodiff.stop_gradient`"
+    if value.rpartition(".")[2] != STOP_GRADIENT:
+        return (f"names `{value.rpartition('.')[2]}`: the function must be named `{STOP_GRADIENT}`, which is how "
+                "`check` knows its calls as cuts")
+    return None
+
+
+@dataclass(frozen=True)
+class Spelling:
+    """How the rewritten code writes the cut: `stop_gradient(v)`, `sg(v)`, `lint_nograd.stop_gradient(v)`,
+    or `v.detach()`."""
+
+    text: str  # the callee, `stop_gradient`; "" for `.detach()`
+    root: str  # the name it needs in scope: `stop_gradient`, `sg`, `lint_nograd`
+    import_line: str | None = None  # the import to add, when the module has none to reuse
+    binding: Binding | None = None  # the existing import's binding
+
+    @property
+    def detach(self) -> bool:
+        return not self.text
+
+    def cut(self) -> str:
+        """The cut as the fix messages show it."""
+        return "`.detach()`" if self.detach else f"`{self.text}(...)`"
+
+
+def find_spelling(model: SemanticModel, tree: ast.Module, setting: str) -> Spelling | str:
+    """How the file can name the cut of `setting` (see `FixSettings`): an import it has, under any
+    alias, or one to add; a string "no fix: ..." when the names it would need are taken."""
+    if setting == DETACH:
+        return Spelling("", "")
+    module_path, _, function = setting.rpartition(".")
+    accepted = SHIM_NAMES if setting in SHIM_NAMES else frozenset({setting})
+    module = model.scopes.module
+    top_level = {id(statement) for statement in tree.body}  # not under `if TYPE_CHECKING:`
+    imports = [(name, bindings[0]) for name, bindings in module.bindings.items()
+               if len(bindings) == 1 and bindings[0].imported and id(bindings[0].node) in top_level]
+    for name, binding in imports:  # `from mypkg.autodiff import stop_gradient as sg`
+        if binding.imported in accepted:
+            return Spelling(name, name, None, binding)
+    for name, binding in imports:  # `import mypkg.autodiff as ad`, `from mypkg import autodiff`
+        spelled = _module_spelling(binding, name, module_path)
+        if spelled:
+            return Spelling(f"{spelled}.{function}", name, None, binding)
+    if function not in module.bindings:
+        return Spelling(function, function, f"from {module_path} import {function}")
+    root = module_path.partition(".")[0]
+    if root not in module.bindings:
+        return Spelling(f"{module_path}.{function}", root, f"import {module_path}")
+    return f"no fix: the names {function} and {root} are both taken in this module"
+
+
+def _module_spelling(binding: Binding, name: str, module_path: str) -> str | None:
+    """How the file spells `module_path` through this import, if it imports that module."""
+    node = binding.node
+    if isinstance(node, ast.ImportFrom):
+        return name if binding.imported == module_path else None
+    for alias in node.names:  # `import a.b` binds `a`, and `a.b` is then loaded
+        if alias.name == module_path and (alias.asname or alias.name.partition(".")[0]) == name:
+            return alias.asname or module_path
+    return None
+
+
+def shadowed(model: SemanticModel, region: GradModeChange, spelling: Spelling) -> bool:
+    """Whether, where the region is, `spelling.root` means something else than the module's import."""
+    if spelling.detach:
+        return False
+    scope = model.scopes.of.get(region.function, model.scopes.module)
+    found = model.scopes.lookup(scope, spelling.root, (region.owner.lineno, region.owner.col_offset))
+    if spelling.binding is None:
+        return bool(found)
+    return found != [spelling.binding]
+
+
+def line_starts(text: str) -> list[int]:
+    """The offset where each line of `text` starts, as Python counts lines."""
+    return [0] + [match.end() for match in _LINE_BREAK.finditer(text)]
+
+
+def first_line(statement: ast.stmt) -> int:
+    decorators = getattr(statement, "decorator_list", None)
+    return min([statement.lineno] + [d.lineno for d in decorators or []])
+
+
+def import_edit(tree: ast.Module, lines: list[str], line: str, newline: str) -> Edit:
+    """Insert `line` after the docstring, `__future__` imports and the imports at the top of the file."""
+    body = tree.body
+    index = 0
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        index = 1
+    while index < len(body) and isinstance(body[index], (ast.Import, ast.ImportFrom)):
+        index += 1
+    if index == 0:
+        row = first_line(body[0]) if body else len(lines)
+        return Edit(line + newline, row, 1, row, 1)
+    row = body[index - 1].end_lineno
+    if row < len(lines):
+        return Edit(line + newline, row + 1, 1, row + 1, 1)
+    end_col = len(lines[row - 1]) + 1  # the last line, without a line break
+    return Edit(newline + line, row, end_col, row, end_col)
