@@ -12,5 +12,7 @@ def __getattr__(name: str):
     if name == "stop_gradient":
         from lint_nograd.shim import stop_gradient
 
+        # bound once: later `lint_nograd.stop_gradient` lookups no longer come here
+        globals()["stop_gradient"] = stop_gradient
         return stop_gradient
     raise AttributeError(f"module 'lint_nograd' has no attribute {name!r}")
