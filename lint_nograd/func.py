@@ -37,6 +37,7 @@ cannot either.
 from __future__ import annotations
 
 import functools
+import types
 from typing import Any, Callable
 
 import torch
@@ -44,9 +45,21 @@ import torch.func as _torch_func
 from torch.overrides import TorchFunctionMode, _get_current_function_mode_stack
 from torch.utils._pytree import tree_map
 
-from lint_nograd.shim import stop_gradient
+from lint_nograd.shim import _cut_what_can_be_seen
 
-__all__ = list(_torch_func.__all__)
+
+def _public_names(module: types.ModuleType) -> list[str]:
+    if hasattr(module, "__all__"):
+        return list(module.__all__)
+    # torch.func has no __all__ before torch 2.7: its public names are its own API
+    return [
+        name
+        for name in dir(module)
+        if not name.startswith("_") and not isinstance(getattr(module, name), types.ModuleType)
+    ]
+
+
+__all__ = _public_names(_torch_func)
 _TRANSFORMS = ("grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "linearize")
 # every other public name of torch.func (vmap, functional_call, ...) is re-exported as it is
 globals().update({name: getattr(_torch_func, name) for name in __all__ if name not in _TRANSFORMS})
@@ -55,28 +68,34 @@ _is_grad_enabled = torch.is_grad_enabled
 _is_inference_mode_enabled = torch.is_inference_mode_enabled
 _is_fwd_grad_enabled = torch._C._is_fwd_grad_enabled
 _set_fwd_grad_enabled = torch._C._set_fwd_grad_enabled
+_is_compiling = torch.compiler.is_compiling
 
 
 def _in_grad_disabled_region() -> bool:
+    if _is_compiling():
+        # Dynamo cannot trace is_inference_mode_enabled; inference mode turns grad mode off too
+        return not _is_grad_enabled()
     return not _is_grad_enabled() or _is_inference_mode_enabled()
 
 
 def _run(transformed: Callable[..., Any], args: tuple, kwargs: dict, constant: bool = False) -> Any:
     """Call a torch.func transform, or a function it returned, under rules 1 and 3."""
-    if not constant and _is_grad_enabled() and not _is_inference_mode_enabled():
+    if not constant and not _in_grad_disabled_region():
         return transformed(*args, **kwargs)
     # leaving inference mode also turns grad and forward grad back on (pytorch issue 177318)
     with torch.inference_mode(False), torch.enable_grad():
         # cut inside the block: detaching a transform's tensor in inference mode raises
         args, kwargs = tree_map(_constant_input, (args, kwargs))
-        return stop_gradient(transformed(*args, **kwargs))
+        return _cut_what_can_be_seen(transformed(*args, **kwargs))
 
 
 def _constant_input(leaf: Any) -> Any:
+    if not isinstance(leaf, torch.Tensor):
+        return leaf  # the function itself, or an argument torch.func does not differentiate
     # an inference tensor cannot be saved for backward nor carry a tangent: PyTorch advises a clone
-    if isinstance(leaf, torch.Tensor) and leaf.is_inference():
+    if not _is_compiling() and leaf.is_inference():
         return leaf.clone()
-    return stop_gradient(leaf)
+    return _cut_what_can_be_seen(leaf)
 
 
 class _ForwardModeRespectsGradMode(TorchFunctionMode):
@@ -112,12 +131,33 @@ def _respecting_inner_regions(func: Callable[..., Any]) -> Callable[..., Any]:
     return run_respecting_inner_regions
 
 
-def _under_rules(transformed: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(transformed)
+def _under_rules(
+    transformed: Callable[..., Any], compiled_route: Callable[..., Any] | None = None
+) -> Callable[..., Any]:
+    """`transformed` under rules 1 and 3; `compiled_route`, with the same values, under Dynamo."""
+
     def call_under_rules(*args: Any, **kwargs: Any) -> Any:
+        if compiled_route is not None and _is_compiling():
+            return _run(compiled_route, args, kwargs)
         return _run(transformed, args, kwargs)
 
-    return call_under_rules
+    if _is_compiling():
+        return call_under_rules  # the Dynamo of torch 2.4 and 2.5 cannot trace functools.wraps
+    return functools.wraps(transformed)(call_under_rules)
+
+
+def _jvp_by_reverse_mode(
+    func: Callable[..., Any], primals: Any, tangents: Any, *, has_aux: bool = False
+) -> tuple[Any, ...]:
+    """jvp's values from two reverse-mode levels, which respect grad mode (pytorch issue 78961).
+
+    The cotangent map of `func` is linear: its own vjp, taken at any cotangent, applies its
+    transpose, the Jacobian itself, to the tangents.
+    """
+    output, vjp_fn, *aux = _torch_func.vjp(func, *primals, has_aux=has_aux)
+    _, transpose = _torch_func.vjp(vjp_fn, tree_map(torch.zeros_like, output))
+    (tangent_out,) = transpose(tuple(tangents))
+    return (output, tangent_out, *aux)
 
 
 def _differs_from_torch_func(torch_transform: Callable[..., Any], forward_mode: bool):
@@ -198,6 +238,8 @@ def jvp(
     strict: bool = False,
     has_aux: bool = False,
 ) -> tuple[Any, ...]:
+    if _is_compiling():
+        return _run(_jvp_by_reverse_mode, (func, primals, tangents), {"has_aux": has_aux})
     args = (_respecting_inner_regions(func), primals, tangents)
     return _run(_torch_func.jvp, args, {"strict": strict, "has_aux": has_aux})
 
@@ -210,14 +252,22 @@ def jacfwd(
     *,
     randomness: str = "error",
 ) -> Callable[..., Any]:
-    func = functools.wraps(func, updated=())(_respecting_inner_regions(func))
-    return _under_rules(_torch_func.jacfwd(func, argnums, has_aux, randomness=randomness))
+    by_reverse_mode = _torch_func.jacrev(func, argnums, has_aux=has_aux)
+    if _is_compiling():
+        return _under_rules(by_reverse_mode)
+    respecting = functools.wraps(func, updated=())(_respecting_inner_regions(func))
+    return _under_rules(
+        _torch_func.jacfwd(respecting, argnums, has_aux, randomness=randomness), by_reverse_mode
+    )
 
 
 @_differs_from_torch_func(_torch_func.hessian, forward_mode=True)
 def hessian(func: Callable[..., Any], argnums: int | tuple[int, ...] = 0) -> Callable[..., Any]:
-    func = functools.wraps(func, updated=())(_respecting_inner_regions(func))
-    return _under_rules(_torch_func.hessian(func, argnums))
+    by_reverse_mode = _torch_func.jacrev(_torch_func.jacrev(func, argnums), argnums)
+    if _is_compiling():
+        return _under_rules(by_reverse_mode)
+    respecting = functools.wraps(func, updated=())(_respecting_inner_regions(func))
+    return _under_rules(_torch_func.hessian(respecting, argnums), by_reverse_mode)
 
 
 @_differs_from_torch_func(_torch_func.linearize, forward_mode=True)
