@@ -4,7 +4,7 @@ Each transform of `lint_nograd.func`, with a region inside the function, compile
 break (fullgraph raises on one) and gives the shim's values: the region is a cut in forward mode
 too, though under Dynamo the forward-mode transforms take a reverse-mode route. This holds on
 every supported release, also where `torch.compile` of `torch.func`'s own transform fails
-(`lint_nograd.releases`: `compiles_func_transform`).
+(`compiles_func_transform` in `lint_nograd.releases`, checked by tests/test_releases.py).
 """
 
 from __future__ import annotations
@@ -19,13 +19,11 @@ import torch.func
 
 import lint_nograd.func as shim_func
 from lint_nograd import stop_gradient
-from lint_nograd.releases import behaviour
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning"),
 ]
 
-RELEASE = behaviour(torch.__version__)
 X = torch.tensor([1.5, -0.5], dtype=torch.float64)
 ONES = torch.ones_like(X)
 
@@ -72,19 +70,6 @@ def test_each_transform_compiles_to_the_shims_values(transform, built):
         function = lambda x: call(shim_func)(x)  # noqa: E731
     torch.testing.assert_close(compiled(function)(X), analytic)
     torch.testing.assert_close(function(X), analytic)  # eager: the same values
-
-
-def test_torch_func_itself_compiles_where_the_table_says():
-    for transform, compiles in RELEASE.compiles_func_transform.items():
-        if transform == "linearize":
-            continue
-        function = CALLS[transform][0](torch.func)
-        try:
-            compiled(function)(X)
-        except Exception:  # noqa: BLE001  Dynamo's or the backend's error
-            assert not compiles, transform
-        else:
-            assert compiles, transform
 
 
 def test_the_default_backend_too():

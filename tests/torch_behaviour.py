@@ -130,7 +130,12 @@ def decorator_scope() -> str:
 
 def measure() -> dict:
     """Every field of `Behaviour` but the release names, as this torch behaves."""
-    warnings.filterwarnings("ignore")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # deprecations of torch.jit and the like
+        return _measure()
+
+
+def _measure() -> dict:
     return {
         "outer_no_grad": {t: outcome(t, torch.no_grad) for t in TRANSFORMS},
         "outer_inference_mode": {t: outcome(t, torch.inference_mode) for t in TRANSFORMS},
