@@ -475,3 +475,27 @@ def test_same_error_messages_as_torch_func(misuse, region):
         raise AssertionError(f"{misuse}: no error")
 
     assert error_of(shim_func) == error_of(torch.func)
+
+
+@pytest.mark.parametrize("region", ["no_grad", "inference_mode"])
+def test_values_the_shim_cannot_look_into_pass_through_a_region(region):
+    """torch.func leaves arguments it does not differentiate alone, and a model may be the
+    function; in a region the shim does too (stop_gradient would refuse such objects), and
+    returns functions such as linearize's jvp_fn as they are."""
+    holder = types.SimpleNamespace(scale=2.0, tensor=X)
+    model = torch.nn.Linear(1, 1).double()
+
+    def f(x, holder):
+        return (x**3 * holder.scale).sum()
+
+    def calls():
+        slope = shim_func.grad(f)(X, holder)
+        output, vjp_fn = shim_func.vjp(model, X.reshape(1, 1))
+        (input_slope,) = vjp_fn(torch.ones_like(output))
+        value, jvp_fn = shim_func.linearize(torch.sin, X)
+        return slope, input_slope, jvp_fn(torch.ones_like(X))
+
+    slope, input_slope, tangent = in_region(region, calls)
+    torch.testing.assert_close(slope, 6 * X**2)
+    torch.testing.assert_close(input_slope, model.weight.detach())
+    torch.testing.assert_close(tangent, torch.cos(X))
