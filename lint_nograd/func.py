@@ -6,8 +6,10 @@ rules; every other name is `torch.func`'s own object.
 
 1. A region *around the call* (`no_grad`, `set_grad_enabled(False)`, `inference_mode`, as a
    `with` or a decorator) is ignored: the transform computes its derivative. `torch.func`
-   ignores `no_grad` too, but returned zeros under `inference_mode` before torch 2.13
-   (pytorch issue 177318), and `linearize` still does: the shim leaves inference mode itself.
+   ignores `no_grad` too, but under `inference_mode` before torch 2.12.0 (pytorch issue 177318)
+   `grad`, `grad_and_value`, `vjp`, `jvp` and `jacrev` return zeros and `jacfwd` and `hessian`
+   raise, and `linearize` still returns zeros (`lint_nograd.releases` has each release): the
+   shim leaves inference mode itself.
 2. A region *inside the function* is respected in reverse and forward mode at every level, as
    `stop_gradient` would be: `jacfwd(f) == jacrev(f)` and `hessian(f) == jacrev(jacrev(f))`.
    `torch.func`'s forward mode ignores grad mode (pytorch issue 78961).
@@ -25,13 +27,22 @@ operations. Reverse-mode transforms need no mode: grad mode already stops every 
 
 How rules 1 and 3 work: called inside a region, a transform leaves the region
 (`inference_mode(False)`, `enable_grad()`: the function runs with grad mode on, under `jvp` too),
-runs on `stop_gradient` of its inputs (enclosing levels record nothing; inference tensors are
-cloned, as PyTorch advises, so none is saved for backward) and returns `stop_gradient` of its
-outputs. Outside any region the call goes straight to `torch.func`.
+runs on `stop_gradient` of its tensor inputs (enclosing levels record nothing; inference
+tensors are cloned, as PyTorch advises, so none is saved for backward) and returns
+`stop_gradient` of its outputs (what it cannot look into, such as a returned `vjp_fn`, as it
+is). Outside any region the call goes straight to `torch.func`.
+
+Under `torch.compile` (Dynamo traces no `TorchFunctionMode`, nor `is_inference_mode_enabled`),
+the transforms compile without a graph break and give the same values by another route: `jvp`
+is the vjp of the vjp (the transpose of the cotangent map), `jacfwd` is `jacrev` and `hessian`
+is `jacrev(jacrev)`, all reverse mode, which respects a region inside the function; a region
+around the call is read from grad mode alone. `torch.compile` of `torch.func.jacfwd` or
+`hessian` of a function holding a region fails on torch 2.5; the shim's compiles there too.
+`linearize` is never traced by Dynamo, `torch.func`'s neither.
 
 Everything else is `torch.func`'s: signatures, keyword arguments, `has_aux`, `argnums`, pytrees,
 error messages. `torch.func.linearize` cannot be nested in forward mode or vmapped; the shim's
-cannot either.
+cannot either. Supported torch releases: `lint_nograd.releases.SUPPORTED` (2.5.1 to 2.14).
 """
 
 from __future__ import annotations
