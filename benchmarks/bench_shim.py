@@ -7,8 +7,9 @@
 256x256 Jacobian of one input), and `stop_gradient(x)` on one tensor, imported and reached as
 `lint_nograd.stop_gradient`, against `x.detach()`. The two sides of a pair are timed
 alternately, round after round (the order flips every round), so noise from the machine reaches
-both; each time printed is the median of the rounds, and the ratio is their quotient. One
-intra-op thread keeps the matrix products steady. Targets: grad and jacrev at most 1.02x,
+both; each time printed is the median of the rounds, and the ratio is their quotient. Times
+are the CPU time of this process, with one intra-op thread: other work on the machine slows both
+sides' wall time unevenly, but barely their CPU time. Targets: grad and jacrev at most 1.02x,
 jvp 1.05x (its forward-mode rule costs one Python call per torch operation), stop_gradient
 1.5x.
 """
@@ -70,31 +71,31 @@ def transform_cases():
 
 
 def seconds_per_call(call, calls: int) -> float:
-    start = time.perf_counter()
+    start = time.process_time()
     for _ in range(calls):
         call()
-    return (time.perf_counter() - start) / calls
+    return (time.process_time() - start) / calls
 
 
 def seconds_per_detach(tensor, calls: int) -> float:
-    start = time.perf_counter()
+    start = time.process_time()
     for _ in range(calls):
         tensor.detach()
-    return (time.perf_counter() - start) / calls
+    return (time.process_time() - start) / calls
 
 
 def seconds_per_imported_cut(tensor, calls: int) -> float:
-    start = time.perf_counter()
+    start = time.process_time()
     for _ in range(calls):
         stop_gradient(tensor)
-    return (time.perf_counter() - start) / calls
+    return (time.process_time() - start) / calls
 
 
 def seconds_per_attribute_cut(tensor, calls: int) -> float:
-    start = time.perf_counter()
+    start = time.process_time()
     for _ in range(calls):
         lint_nograd.stop_gradient(tensor)
-    return (time.perf_counter() - start) / calls
+    return (time.process_time() - start) / calls
 
 
 def interleaved_medians(measure_shim, measure_reference, rounds: int) -> tuple[float, float]:
@@ -106,7 +107,7 @@ def interleaved_medians(measure_shim, measure_reference, rounds: int) -> tuple[f
     return statistics.median(shim_times), statistics.median(reference_times)
 
 
-def calls_for(call, budget: float = 0.02) -> int:
+def calls_for(call, budget: float = 0.05) -> int:
     """How many calls fill about `budget` seconds, so that one sample is not a single timer tick."""
     call()
     return max(1, round(budget / seconds_per_call(call, 3)))

@@ -250,6 +250,8 @@ def stop_gradient(value: _T) -> _T:
     """
     # one tensor outside make_fx is the common case: straight to detach
     if type(value) is _Tensor and _proxy_tensor._CURRENT_MAKE_FX_TRACER is None:
+        if value.requires_grad:  # floating or complex, then: the usual case, one check
+            return value.detach()
         return value.detach() if value.is_floating_point() or value.is_complex() else value
     try:
         return _cut(value, strict=True, depth=0)

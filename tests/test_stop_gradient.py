@@ -475,3 +475,5 @@ def test_lint_nograd_stop_gradient_is_resolved_once():
 
     assert lint_nograd.stop_gradient is shim.stop_gradient
     assert vars(lint_nograd)["stop_gradient"] is shim.stop_gradient  # no __getattr__ call again
+    with pytest.raises(AttributeError, match="no attribute 'stop_gradients'"):
+        lint_nograd.stop_gradients  # noqa: B018
