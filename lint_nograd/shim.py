@@ -156,18 +156,20 @@ def _is_numpy(value: Any) -> bool:
 
 def _cut_fields_and_items(value: Any, strict: bool, depth: int) -> Any:
     """A dataclass (its fields), a mapping (its items), or both (transformers' `ModelOutput`)."""
-    cut_of: dict[int, Any] = {}  # id of a value -> its cut, so that a field and an item stay one
     changed_items = {}
     if isinstance(value, Mapping):
         for key, item in value.items():
-            cut_of[id(item)] = cut = _cut(item, strict, depth)
+            cut = _cut(item, strict, depth)
             if cut is not item:
                 changed_items[key] = cut
     changed_fields = {}
     if dataclasses.is_dataclass(value):
         for field in dataclasses.fields(value):
             original = getattr(value, field.name)
-            cut = cut_of[id(original)] if id(original) in cut_of else _cut(original, strict, depth)
+            if field.name in changed_items and value[field.name] is original:
+                cut = changed_items[field.name]  # ModelOutput: one tensor, field and item alike
+            else:
+                cut = _cut(original, strict, depth)
             if cut is not original:
                 changed_fields[field.name] = cut
     if not changed_items and not changed_fields:
