@@ -153,7 +153,7 @@ def _under_rules(
         return _run(transformed, args, kwargs)
 
     if _is_compiling():
-        return call_under_rules  # the Dynamo of torch 2.4 and 2.5 cannot trace functools.wraps
+        return call_under_rules  # the Dynamo of torch 2.5 cannot trace functools.wraps
     return functools.wraps(transformed)(call_under_rules)
 
 

@@ -10,7 +10,7 @@ messages ("this release returns zeros for grad under inference_mode").
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import ClassVar, Literal, Mapping
 
@@ -87,89 +87,43 @@ def _compiles(*failing: str) -> Mapping[str, bool]:
     return MappingProxyType({t: t not in failing and t != "linearize" for t in TRANSFORMS})
 
 
-RELEASES: tuple[Behaviour, ...] = (
-    Behaviour(
-        release="2.1",
-        measured_on="2.1.2",
-        outer_no_grad=_NO_GRAD,
-        outer_inference_mode=MappingProxyType({**_BEFORE_FIX, "linearize": "raises"}),
-        inner_region_forward_mode="ignored",
-        inner_region_reverse_mode="respected",
-        keeps_region=MappingProxyType({**_DROP_REGIONS, "export": False}),
-        make_fx_keeps_detach=True,
-        compiles_func_transform=_compiles(*TRANSFORMS),  # capture of func transforms is off
-        set_grad_enabled_decorator="global",
-    ),
-    Behaviour(
-        release="2.4",
-        measured_on="2.4.1",
-        outer_no_grad=_NO_GRAD,
-        # linearize: AttributeError "'GraphModule' object has no attribute 'submod_1'"
-        outer_inference_mode=MappingProxyType({**_BEFORE_FIX, "linearize": "raises"}),
-        inner_region_forward_mode="ignored",
-        inner_region_reverse_mode="respected",
-        keeps_region=_DROP_REGIONS,
-        make_fx_keeps_detach=True,
-        # AOTAutograd: "Cannot access storage of TensorWrapper"
-        compiles_func_transform=_compiles("jacrev", "jacfwd", "hessian"),
-    ),
-    Behaviour(
-        release="2.5",
-        measured_on="2.5.1",
-        outer_no_grad=_NO_GRAD,
-        outer_inference_mode=_BEFORE_FIX,
-        inner_region_forward_mode="ignored",
-        inner_region_reverse_mode="respected",
-        keeps_region=_DROP_REGIONS,
-        make_fx_keeps_detach=True,
-        compiles_func_transform=_compiles("jacfwd", "hessian"),
-    ),
-    Behaviour(
-        release="2.11",
-        measured_on="2.11.0",
-        outer_no_grad=_NO_GRAD,
-        outer_inference_mode=_BEFORE_FIX,
-        inner_region_forward_mode="ignored",
-        inner_region_reverse_mode="respected",
-        keeps_region=_DROP_REGIONS,
-        make_fx_keeps_detach=True,
-        compiles_func_transform=_compiles(),
-    ),
-    Behaviour(
-        release="2.12",
-        measured_on="2.12.1",
-        outer_no_grad=_NO_GRAD,
-        outer_inference_mode=_AFTER_FIX,
-        inner_region_forward_mode="ignored",
-        inner_region_reverse_mode="respected",
-        keeps_region=_DROP_REGIONS,
-        make_fx_keeps_detach=True,
-        compiles_func_transform=_compiles(),
-    ),
-    Behaviour(
-        release="2.13",
-        measured_on="2.13.0",
-        outer_no_grad=_NO_GRAD,
-        outer_inference_mode=_AFTER_FIX,
-        inner_region_forward_mode="ignored",
-        inner_region_reverse_mode="respected",
-        keeps_region=_DROP_REGIONS,
-        make_fx_keeps_detach=True,
-        compiles_func_transform=_compiles(),
-    ),
-    Behaviour(
-        release="2.14",
-        measured_on="2.14.1",
-        outer_no_grad=_NO_GRAD,
-        outer_inference_mode=_AFTER_FIX,
-        inner_region_forward_mode="ignored",
-        inner_region_reverse_mode="respected",
-        keeps_region=_DROP_REGIONS,
-        # detach is recorded as aten.alias (pytorch PR 186845)
-        make_fx_keeps_detach=False,
-        compiles_func_transform=_compiles(),
-    ),
+_2_1 = Behaviour(
+    release="2.1",
+    measured_on="2.1.2",
+    outer_no_grad=_NO_GRAD,
+    # linearize: AttributeError "'GraphModule' object has no attribute 'submod_1'"
+    outer_inference_mode=MappingProxyType({**_BEFORE_FIX, "linearize": "raises"}),
+    inner_region_forward_mode="ignored",
+    inner_region_reverse_mode="respected",
+    keeps_region=MappingProxyType({**_DROP_REGIONS, "export": False}),
+    make_fx_keeps_detach=True,
+    compiles_func_transform=_compiles(*TRANSFORMS),  # capture of func transforms is off
+    set_grad_enabled_decorator="global",
 )
+# each row below says what changed since the row above it
+_2_4 = replace(
+    _2_1,
+    release="2.4",
+    measured_on="2.4.1",
+    keeps_region=_DROP_REGIONS,
+    # AOTAutograd: "Cannot access storage of TensorWrapper"
+    compiles_func_transform=_compiles("jacrev", "jacfwd", "hessian"),
+    set_grad_enabled_decorator="function",
+)
+_2_5 = replace(
+    _2_4,
+    release="2.5",
+    measured_on="2.5.1",
+    outer_inference_mode=_BEFORE_FIX,
+    compiles_func_transform=_compiles("jacfwd", "hessian"),
+)
+_2_11 = replace(_2_5, release="2.11", measured_on="2.11.0", compiles_func_transform=_compiles())
+_2_12 = replace(_2_11, release="2.12", measured_on="2.12.1", outer_inference_mode=_AFTER_FIX)
+_2_13 = replace(_2_12, release="2.13", measured_on="2.13.0")
+# make_fx records detach as aten.alias (pytorch PR 186845)
+_2_14 = replace(_2_13, release="2.14", measured_on="2.14.1", make_fx_keeps_detach=False)
+
+RELEASES: tuple[Behaviour, ...] = (_2_1, _2_4, _2_5, _2_11, _2_12, _2_13, _2_14)
 
 SUPPORTED = ("2.5.1", "2.15")
 """The releases lint_nograd's runtime shim supports: from the first, up to (not including) the

@@ -120,7 +120,7 @@ def _cut(value: Any, strict: bool, depth: int) -> Any:
         items = [_cut(item, strict, depth) for item in value]
         if _same(items, value):
             return value
-        # a namedtuple takes its fields one by one; Dynamo before 2.6 cannot look up kind._make
+        # a namedtuple takes its fields one by one (the Dynamo of torch 2.5 cannot look up _make)
         return _rebuilt(value, lambda: kind(*items) if hasattr(value, "_fields") else kind(items))
     if kind in pytree.SUPPORTED_NODES:  # OrderedDict, deque, types registered by their authors
         node = pytree.SUPPORTED_NODES[kind]

@@ -20,6 +20,7 @@ import torch.func
 
 import lint_nograd.func as shim_func
 from lint_nograd.releases import behaviour
+from torch_behaviour import derivative
 
 RELEASE = behaviour(torch.__version__)
 
@@ -50,21 +51,6 @@ def in_region(region: str, thunk):
     }[region]
     with context():
         return thunk()
-
-
-def derivative(func, transform: str, f):
-    """x -> the derivative of scalar f at x, taken with `func.<transform>` (order 2 for hessian)."""
-    ones = torch.ones_like
-    return {
-        "grad": lambda: func.grad(f),
-        "grad_and_value": lambda: lambda x: func.grad_and_value(f)(x)[0],
-        "vjp": lambda: lambda x: func.vjp(f, x)[1](ones(x))[0],
-        "jvp": lambda: lambda x: func.jvp(f, (x,), (ones(x),))[1],
-        "jacrev": lambda: func.jacrev(f),
-        "jacfwd": lambda: func.jacfwd(f),
-        "hessian": lambda: func.hessian(f),
-        "linearize": lambda: lambda x: func.linearize(f, x)[1](ones(x)),
-    }[transform]()
 
 
 def order(transform: str) -> int:

@@ -24,9 +24,9 @@ def cube(x):
     return x**3
 
 
-def derivative(transform: str, f):
-    """x -> the derivative of scalar f at x by `torch.func.<transform>` (order 2 for hessian)."""
-    func, ones = torch.func, torch.ones_like
+def derivative(func, transform: str, f):
+    """x -> the derivative of scalar f at x, taken with `func.<transform>` (order 2 for hessian)."""
+    ones = torch.ones_like
     return {
         "grad": lambda: func.grad(f),
         "grad_and_value": lambda: lambda x: func.grad_and_value(f)(x)[0],
@@ -44,7 +44,7 @@ def outcome(transform: str, region) -> str:
     expected = 6 * X if transform == "hessian" else 3 * X**2
     try:
         with region():
-            got = derivative(transform, cube)(X)
+            got = derivative(torch.func, transform, cube)(X)
     except Exception:  # noqa: BLE001  RuntimeError, or AttributeError from linearize on 2.4
         return "raises"
     if torch.allclose(got, expected):
@@ -60,7 +60,7 @@ def with_inner_region(x):
 
 
 def inner_region(transform: str) -> str:
-    got = derivative(transform, with_inner_region)(X)
+    got = derivative(torch.func, transform, with_inner_region)(X)
     return "respected" if torch.allclose(got, 3 * X**4) else "ignored"
 
 
@@ -109,7 +109,7 @@ def compiles(transform: str) -> bool:
     torch._dynamo.reset()
     f = with_inner_region
     try:
-        torch.compile(derivative(transform, f), fullgraph=True, backend="aot_eager")(X)
+        torch.compile(derivative(torch.func, transform, f), fullgraph=True, backend="aot_eager")(X)
     except Exception:  # noqa: BLE001  any failure of Dynamo or of the backend
         return False
     return True
