@@ -4,10 +4,14 @@
 
 `lint_nograd.func.{grad, jvp, jacrev}` against `torch.func`'s on a 3-layer 256-wide tanh MLP
 (grad: parameters of a batch-64 loss; jvp: the batch-64 outputs along a tangent; jacrev: the
-256x256 Jacobian of one input), and `stop_gradient(x)` against `x.detach()`. The two sides of a
-pair are timed alternately, round after round (the order flips every round), so noise from the
-machine reaches both; each time printed is the median of the rounds, and the ratio is their
-quotient. One intra-op thread keeps the matrix products steady.
+256x256 Jacobian of one input), and `stop_gradient(x)` on one tensor, imported and reached as
+`lint_nograd.stop_gradient`, against `x.detach()`. The two sides of a pair are timed
+alternately, round after round (the order flips every round), so noise from the machine reaches
+both; each time printed is the median of the rounds, and the ratio is their quotient. Times
+are the CPU time of this process, with one intra-op thread: other work on the machine slows both
+sides' wall time unevenly, but barely their CPU time. Targets: grad and jacrev at most 1.02x,
+jvp 1.05x (its forward-mode rule costs one Python call per torch operation), stop_gradient
+1.5x.
 """
 
 from __future__ import annotations
@@ -21,10 +25,12 @@ import warnings
 import torch
 import torch.func
 
+import lint_nograd
 import lint_nograd.func as shim_func
 from lint_nograd import stop_gradient
 
 WIDTH, DEPTH, BATCH = 256, 3, 64
+TARGETS = {"grad": 1.02, "jvp": 1.05, "jacrev": 1.02}
 
 
 def make_mlp():
@@ -65,17 +71,31 @@ def transform_cases():
 
 
 def seconds_per_call(call, calls: int) -> float:
-    start = time.perf_counter()
+    start = time.process_time()
     for _ in range(calls):
         call()
-    return (time.perf_counter() - start) / calls
+    return (time.process_time() - start) / calls
 
 
-def seconds_per_cut(cut, tensor, calls: int) -> float:
-    start = time.perf_counter()
+def seconds_per_detach(tensor, calls: int) -> float:
+    start = time.process_time()
     for _ in range(calls):
-        cut(tensor)
-    return (time.perf_counter() - start) / calls
+        tensor.detach()
+    return (time.process_time() - start) / calls
+
+
+def seconds_per_imported_cut(tensor, calls: int) -> float:
+    start = time.process_time()
+    for _ in range(calls):
+        stop_gradient(tensor)
+    return (time.process_time() - start) / calls
+
+
+def seconds_per_attribute_cut(tensor, calls: int) -> float:
+    start = time.process_time()
+    for _ in range(calls):
+        lint_nograd.stop_gradient(tensor)
+    return (time.process_time() - start) / calls
 
 
 def interleaved_medians(measure_shim, measure_reference, rounds: int) -> tuple[float, float]:
@@ -87,7 +107,7 @@ def interleaved_medians(measure_shim, measure_reference, rounds: int) -> tuple[f
     return statistics.median(shim_times), statistics.median(reference_times)
 
 
-def calls_for(call, budget: float = 0.02) -> int:
+def calls_for(call, budget: float = 0.05) -> int:
     """How many calls fill about `budget` seconds, so that one sample is not a single timer tick."""
     call()
     return max(1, round(budget / seconds_per_call(call, 3)))
@@ -127,17 +147,21 @@ def main() -> None:
             functools.partial(seconds_per_call, torch_call, calls),
             rounds,
         )
-        report(f"func.{name}", shim, reference, "torch.func", target=1.05)
+        report(f"func.{name}", shim, reference, "torch.func", target=TARGETS[name])
 
     tensor = torch.randn(WIDTH, requires_grad=True)
-    detach = torch.Tensor.detach
     calls = 20_000
-    shim, reference = interleaved_medians(
-        functools.partial(seconds_per_cut, stop_gradient, tensor, calls),
-        functools.partial(seconds_per_cut, detach, tensor, calls),
-        rounds,
-    )
-    report("stop_gradient(tensor)", shim, reference, "detach()", target=2.0)
+    cuts = {
+        "stop_gradient(x)": seconds_per_imported_cut,
+        "lint_nograd.stop_gradient": seconds_per_attribute_cut,
+    }
+    for name, seconds_per_cut in cuts.items():
+        shim, reference = interleaved_medians(
+            functools.partial(seconds_per_cut, tensor, calls),
+            functools.partial(seconds_per_detach, tensor, calls),
+            rounds,
+        )
+        report(name, shim, reference, "x.detach()", target=1.5)
 
 
 if __name__ == "__main__":

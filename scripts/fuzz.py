@@ -1,4 +1,5 @@
-"""The property tests of tests/test_fuzz.py, and the gradient property of tests/test_fix_torch.py, run longer.
+"""The property tests of tests/test_fuzz.py, and the gradient properties of tests/test_fix_torch.py and
+tests/test_fix_torch_containers.py (region values that are dataclasses and subclasses), run longer.
 
     python scripts/fuzz.py [--seconds 60] [--programs N]
 
@@ -34,8 +35,14 @@ def properties() -> dict:
     except ImportError:  # no torch: the gradient property cannot run
         print("torch is not installed: skipping the gradient property")
         return found
+    import test_fix_torch_containers
+
     found["gradients of fixed regions"] = (test_fix_torch.functions(),
                                            test_fix_torch.test_generated_regions.hypothesis.inner_test)
+    # regions whose values are dataclasses, ModelOutput-like dicts, namedtuples and other subclasses
+    found["gradients of fixed container regions"] = (
+        test_fix_torch_containers.container_functions(),
+        test_fix_torch_containers.test_generated_container_regions.hypothesis.inner_test)
     return found
 
 

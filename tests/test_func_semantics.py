@@ -1,7 +1,8 @@
 """The semantics table of `lint_nograd.func`, checked against analytic derivatives.
 
 Every case also runs `torch.func`, and `torch_func_deviation` states exactly where its answer
-differs: when a PyTorch release changes that, this file fails and the README table must follow.
+differs, reading what differs by release from `lint_nograd.releases`: when a PyTorch release
+changes that, this file fails and the table (and the README) must follow.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import contextlib
 import inspect
 import itertools
 import math
+import types
 from collections import namedtuple
 
 import pytest
@@ -17,6 +19,10 @@ import torch
 import torch.func
 
 import lint_nograd.func as shim_func
+from lint_nograd.releases import behaviour
+from torch_behaviour import derivative
+
+RELEASE = behaviour(torch.__version__)
 
 # torch.func.linearize's tracing warns about torch internals
 pytestmark = [
@@ -45,21 +51,6 @@ def in_region(region: str, thunk):
     }[region]
     with context():
         return thunk()
-
-
-def derivative(func, transform: str, f):
-    """x -> the derivative of scalar f at x, taken with `func.<transform>` (order 2 for hessian)."""
-    ones = torch.ones_like
-    return {
-        "grad": lambda: func.grad(f),
-        "grad_and_value": lambda: lambda x: func.grad_and_value(f)(x)[0],
-        "vjp": lambda: lambda x: func.vjp(f, x)[1](ones(x))[0],
-        "jvp": lambda: lambda x: func.jvp(f, (x,), (ones(x),))[1],
-        "jacrev": lambda: func.jacrev(f),
-        "jacfwd": lambda: func.jacfwd(f),
-        "hessian": lambda: func.hessian(f),
-        "linearize": lambda: lambda x: func.linearize(f, x)[1](ones(x)),
-    }[transform]()
 
 
 def order(transform: str) -> int:
@@ -123,8 +114,10 @@ def torch_func_deviation(
     if placement != "outside" and transform in FORWARD_MODE and region != "inference_mode":
         # inference_mode also turns forward AD off, the other regions do not
         return "forward mode ignores a region inside the function (pytorch issue 78961)"
-    if placement != "inside" and region == "inference_mode" and transform == "linearize":
-        return "linearize under inference_mode returns zeros or fails (pytorch issue 177318)"
+    if placement != "inside" and region == "inference_mode":
+        got = RELEASE.outer_inference_mode[transform]
+        if got != "correct":
+            return f"torch {RELEASE.release}: {transform} under inference_mode {got} (pytorch issue 177318)"
     return None
 
 
@@ -181,6 +174,9 @@ NESTED = [
 
 def torch_func_nested_deviation(region: str, outer: str, inner: str) -> str | None:
     if region == "inference_mode":
+        got = RELEASE.outer_inference_mode[inner]
+        if got != "correct":
+            return f"torch {RELEASE.release}: {inner} under inference_mode {got} (pytorch issue 177318)"
         if inner in ("jacrev", "jacfwd", "hessian"):
             return "vmap-based transforms in inference_mode: 'Cannot set version_counter ...'"
         return None
@@ -259,7 +255,8 @@ def test_inputs_created_in_inference_mode(transform):
 
 
 def test_shim_does_not_need_torchs_inference_mode_fix(monkeypatch):
-    """torch 2.13 leaves inference mode in `_disable_inference_mode`; older releases gave zeros."""
+    """torch 2.12 and newer leave inference mode in `_disable_inference_mode`; older releases gave
+    zeros."""
     from torch._functorch import eager_transforms
 
     if not hasattr(eager_transforms, "_disable_inference_mode"):
@@ -318,11 +315,24 @@ def test_inner_enable_grad_lets_gradients_flow_again():
 # ---------------------------------------------------------------------------------------------
 
 
+def star_import(module: str) -> dict:
+    namespace: dict = {}
+    exec(f"from {module} import *", namespace)
+    del namespace["__builtins__"]
+    return namespace
+
+
 def test_exposes_every_public_name_of_torch_func():
-    for name in torch.func.__all__:
-        assert name in shim_func.__all__
-        if name not in TRANSFORMS:
-            assert getattr(shim_func, name) is getattr(torch.func, name)
+    # torch.func has __all__ from torch 2.7 on; before, `import *` takes every public name
+    public = {
+        name: value
+        for name, value in star_import("torch.func").items()
+        if not isinstance(value, types.ModuleType)
+    }
+    shim = star_import("lint_nograd.func")
+    assert set(public) == set(shim) == set(shim_func.__all__)
+    for name, value in public.items():
+        assert (shim[name] is value) == (name not in TRANSFORMS), name
     from lint_nograd.func import grad, vmap  # noqa: F401  the usual import forms work
 
 
@@ -451,3 +461,27 @@ def test_same_error_messages_as_torch_func(misuse, region):
         raise AssertionError(f"{misuse}: no error")
 
     assert error_of(shim_func) == error_of(torch.func)
+
+
+@pytest.mark.parametrize("region", ["no_grad", "inference_mode"])
+def test_values_the_shim_cannot_look_into_pass_through_a_region(region):
+    """torch.func leaves arguments it does not differentiate alone, and a model may be the
+    function; in a region the shim does too (stop_gradient would refuse such objects), and
+    returns functions such as linearize's jvp_fn as they are."""
+    holder = types.SimpleNamespace(scale=2.0, tensor=X)
+    model = torch.nn.Linear(1, 1).double()
+
+    def f(x, holder):
+        return (x**3 * holder.scale).sum()
+
+    def calls():
+        slope = shim_func.grad(f)(X, holder)
+        output, vjp_fn = shim_func.vjp(model, X.reshape(1, 1))
+        (input_slope,) = vjp_fn(torch.ones_like(output))
+        value, jvp_fn = shim_func.linearize(torch.sin, X)
+        return slope, input_slope, jvp_fn(torch.ones_like(X))
+
+    slope, input_slope, tangent = in_region(region, calls)
+    torch.testing.assert_close(slope, 6 * X**2)
+    torch.testing.assert_close(input_slope, model.weight.detach())
+    torch.testing.assert_close(tangent, torch.cos(X))

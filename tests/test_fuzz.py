@@ -6,7 +6,9 @@ mutated at random; notebooks come with IPython syntax and lines spelling our own
 every program: `check` returns findings (NG000 for what does not parse) and never raises; `fix`
 writes only code that parses, keeps every comment, changes nothing the second time, and leaves
 nothing `check` could still fix. `scripts/fuzz.py` runs the same properties for longer.
-The differential gradient property lives in test_fix_torch.py (`test_generated_regions`).
+The differential gradient properties live in test_fix_torch.py (`test_generated_regions`) and
+test_fix_torch_containers.py (`test_generated_container_regions`: region values that are
+dataclasses, `ModelOutput`-like dicts, namedtuples and other subclasses).
 """
 from __future__ import annotations
 

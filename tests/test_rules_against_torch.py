@@ -13,6 +13,10 @@ from torch.func import hessian, jacfwd, jacrev  # noqa: E402
 
 from rule_pages import example, examples, PAGES  # noqa: E402
 
+from lint_nograd.releases import behaviour  # noqa: E402
+
+RELEASE = behaviour(torch.__version__)
+
 PAGE = {page.stem: page for page in PAGES}
 FIXTURES = Path(__file__).parent / "fixtures" / "checker"
 X = torch.tensor([1.0, 2.0, 4.0], dtype=torch.float64)
@@ -30,9 +34,12 @@ def test_ng001_transform_ignores_the_region():
     assert not ns["slope"].requires_grad  # only the result comes back without a graph
 
 
-def test_ng002_transform_under_inference_mode_is_correct_on_this_release():
+def test_ng002_transform_under_inference_mode_as_the_release_table_says():
     ns = run_example("NG002", "Example")  # zeros before the fix for pytorch issue 177318
-    assert torch.allclose(ns["slope"], torch.cos(torch.tensor(1.5)))
+    correct = torch.allclose(ns["slope"], torch.cos(torch.tensor(1.5)))
+    assert correct == (RELEASE.outer_inference_mode["grad"] == "correct")
+    if not correct:
+        assert torch.count_nonzero(ns["slope"]) == 0
 
 
 def test_ng003_backward_fails_and_the_replacement_does_not():
@@ -109,19 +116,22 @@ def test_ng005_fixture_tracers_drop_the_region(ng005_fixture):
     from torch.fx.experimental.proxy_tensor import make_fx
 
     ns = ng005_fixture
-    assert _traced_minus_eager_gradient(torch.fx.symbolic_trace(ns["traced_function"]),
-                                        ns["traced_function"]) > 0.1
-    assert _traced_minus_eager_gradient(torch.jit.trace(ns["jit_traced"], (X,)), ns["jit_traced"]) > 0.1
-    assert _traced_minus_eager_gradient(make_fx(ns["made"])(X), ns["made"]) > 0.1
+    drops = {tracer: not keeps for tracer, keeps in RELEASE.keeps_region.items()}
+    assert drops["symbolic_trace"] == (_traced_minus_eager_gradient(
+        torch.fx.symbolic_trace(ns["traced_function"]), ns["traced_function"]) > 0.1)
+    assert drops["jit_trace"] == (_traced_minus_eager_gradient(
+        torch.jit.trace(ns["jit_traced"], (X,)), ns["jit_traced"]) > 0.1)
+    assert drops["make_fx"] == (_traced_minus_eager_gradient(make_fx(ns["made"])(X), ns["made"]) > 0.1)
     model = ns["Model"]()
-    assert _traced_minus_eager_gradient(torch.jit.trace(model, (X,)), model) > 0.1
+    assert drops["jit_trace"] == (_traced_minus_eager_gradient(torch.jit.trace(model, (X,)), model) > 0.1)
 
 
 def test_ng005_fixture_pre_dispatch_keeps_the_region(ng005_fixture):
     from torch.fx.experimental.proxy_tensor import make_fx
 
     f = ng005_fixture["pre_dispatch"]
-    assert _traced_minus_eager_gradient(make_fx(f, pre_dispatch=True)(X), f) == 0
+    keeps = _traced_minus_eager_gradient(make_fx(f, pre_dispatch=True)(X), f) == 0
+    assert keeps == RELEASE.keeps_region["make_fx_pre_dispatch"]
 
 
 def test_ng006_inference_mode_region_saved_for_backward_raises():

@@ -2,19 +2,29 @@
 
 from __future__ import annotations
 
+import collections
+import dataclasses
+import functools
 import subprocess
 import sys
+import types
 from collections import namedtuple
 
+import numpy
 import pytest
 import torch
 import torch.func
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from torch._decomp import core_aten_decompositions
 from torch.fx.experimental.proxy_tensor import make_fx
-from torch.utils._pytree import tree_flatten
+from torch.utils._pytree import register_pytree_node, tree_flatten
 
 from lint_nograd import stop_gradient
+from lint_nograd.shim import MAX_DEPTH
+from lint_nograd.releases import behaviour
+
+RELEASE = behaviour(torch.__version__)
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning"),
@@ -193,11 +203,71 @@ def test_jit_trace_records_the_cut():
     torch.testing.assert_close(gradient(traced, XV), gradient(g, XV))
 
 
-@pytest.mark.parametrize("tracing_mode", ["real", "fake"])
-def test_make_fx_records_the_cut(tracing_mode):
-    traced = make_fx(g, tracing_mode=tracing_mode)(XV)
-    assert torch.ops.aten.detach.default in [node.target for node in traced.graph.nodes]
-    torch.testing.assert_close(gradient(traced, XV), gradient(g, XV))
+MAKE_FX_OPTIONS = {
+    "default": {},
+    "pre_dispatch": {"pre_dispatch": True},
+    # core ATen decomposes detach into alias on every release: no cut either
+    "core_aten": {"decomposition_table": core_aten_decompositions()},
+}
+
+
+def cut_in_graph(graph_module, options: str) -> object:
+    """The node target that must hold the cut: detach where make_fx keeps it, else the shim's op."""
+    detach_kept = options == "pre_dispatch" or (
+        options == "default" and RELEASE.make_fx_keeps_detach
+    )
+    return torch.ops.aten.detach.default if detach_kept else torch.ops.lint_nograd.stop_gradient.default
+
+
+@pytest.mark.parametrize("options", MAKE_FX_OPTIONS)
+@pytest.mark.parametrize("tracing_mode", ["real", "fake", "symbolic"])
+@pytest.mark.parametrize("function", [g, g_tree], ids=["tensor", "pytree"])
+def test_make_fx_differentiates_to_the_eager_gradient(function, tracing_mode, options):
+    traced = make_fx(function, tracing_mode=tracing_mode, **MAKE_FX_OPTIONS[options])(XV)
+    targets = [node.target for node in traced.graph.nodes]
+    assert cut_in_graph(traced, options) in targets
+    assert torch.ops.aten.alias.default not in targets
+    torch.testing.assert_close(gradient(traced, XV), gradient(function, XV))
+
+
+def test_make_fx_graph_keeps_the_cut_under_every_transform():
+    traced = make_fx(h, **MAKE_FX_OPTIONS["core_aten"])(X)  # holds the shim's op on every release
+    assert torch.ops.lint_nograd.stop_gradient.default in [n.target for n in traced.graph.nodes]
+    for transform, (derivative, expected) in DERIVATIVES.items():
+        if transform == "linearize":
+            continue  # torch.func.linearize re-traces with make_fx: covered by the test above
+        traced_derivative = {
+            "grad": torch.func.grad(traced),
+            "jacfwd": torch.func.jacfwd(traced),
+            "hessian": torch.func.hessian(traced),
+            "jvp": lambda x: torch.func.jvp(traced, (x,), (ONE,))[1],
+            "vmap-of-hessian": lambda x: torch.func.vmap(torch.func.hessian(traced))(
+                x.expand(2)
+            )[0],
+        }.get(transform)
+        if traced_derivative is not None:
+            torch.testing.assert_close(traced_derivative(X), expected, msg=transform)
+    xs = torch.arange(1.0, 4.0, dtype=torch.float64)
+    torch.testing.assert_close(torch.func.vmap(torch.func.grad(traced))(xs), 3 * xs**4)
+
+
+def test_the_cut_op_is_zero_copy_and_a_cut_in_eager_mode():
+    x = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    y = torch.ops.lint_nograd.stop_gradient(x)
+    assert not y.requires_grad and y.data_ptr() == x.data_ptr() and torch.equal(x, y)
+    with torch.autograd.forward_ad.dual_level():
+        dual = torch.autograd.forward_ad.make_dual(x.detach(), torch.ones(3, dtype=x.dtype))
+        out = torch.ops.lint_nograd.stop_gradient(dual)
+        assert torch.autograd.forward_ad.unpack_dual(out).tangent is None
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_torch_compile_of_a_make_fx_graph_holding_the_cut_op(backend):
+    traced = make_fx(g, **MAKE_FX_OPTIONS["core_aten"])(XV)
+    torch._dynamo.reset()
+    compiled = torch.compile(traced, fullgraph=True, backend=backend)
+    torch.testing.assert_close(compiled(XV), g(XV))
+    torch.testing.assert_close(gradient(compiled, XV), gradient(g, XV))
 
 
 @pytest.mark.parametrize("function", [g, g_tree], ids=["tensor", "pytree"])
@@ -233,3 +303,177 @@ def test_import_lint_nograd_does_not_import_torch():
         "assert 'torch' in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# --- every container: cut every tensor, keep the type (pytorch models return such values) ---
+
+
+@dataclasses.dataclass
+class Output:
+    logits: torch.Tensor
+    loss: torch.Tensor | None = None
+    name: str = "out"
+
+
+@dataclasses.dataclass(frozen=True)
+class FrozenOutput:
+    logits: torch.Tensor
+
+
+@dataclasses.dataclass
+class SlottedOutput:
+    __slots__ = ("logits",)
+    logits: torch.Tensor
+
+
+@dataclasses.dataclass
+class ModelOutput(collections.OrderedDict):
+    """As Hugging Face's: an OrderedDict subclass and a dataclass, items and attributes alike."""
+
+    logits: torch.Tensor | None = None
+
+    def __post_init__(self):
+        self["logits"] = self.logits
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        super().__setattr__(key, value)
+
+
+class Dict(dict):
+    pass
+
+
+class Tuple(tuple):
+    pass
+
+
+class List(list):
+    pass
+
+
+class Registered:
+    """A class its author registered as a pytree node."""
+
+    def __init__(self, logits):
+        self.logits = logits
+
+
+register_pytree_node(
+    Registered, lambda r: ([r.logits], None), lambda children, _: Registered(children[0])
+)
+
+CONTAINERS = {  # name -> (wrap a tensor, read it back)
+    "dataclass": (lambda t: Output(t, loss=t.sum()), lambda c: c.logits),
+    "frozen dataclass": (FrozenOutput, lambda c: c.logits),
+    "slots dataclass": (SlottedOutput, lambda c: c.logits),
+    "ModelOutput attribute": (lambda t: ModelOutput(logits=t), lambda c: c.logits),
+    "ModelOutput item": (lambda t: ModelOutput(logits=t), lambda c: c["logits"]),
+    "OrderedDict": (lambda t: collections.OrderedDict(a=t), lambda c: c["a"]),
+    "defaultdict": (lambda t: collections.defaultdict(list, a=t), lambda c: c["a"]),
+    "dict subclass": (lambda t: Dict(a=t), lambda c: c["a"]),
+    "mappingproxy": (lambda t: types.MappingProxyType({"a": t}), lambda c: c["a"]),
+    "tuple subclass": (lambda t: Tuple((t, 1)), lambda c: c[0]),
+    "namedtuple": (lambda t: Pair(t, 1), lambda c: c.weight),
+    "torch.return_types": (lambda t: torch.max(t.unsqueeze(0), 0), lambda c: c.values),
+    "list subclass": (lambda t: List([t]), lambda c: c[0]),
+    "deque": (lambda t: collections.deque([t], maxlen=4), lambda c: c[0]),
+    "set": (lambda t: {t}, lambda c: next(iter(c))),
+    "frozenset": (lambda t: frozenset([t]), lambda c: next(iter(c))),
+    "registered pytree node": (Registered, lambda c: c.logits),
+    "nested": (
+        lambda t: {"outputs": [Output(Pair(t, 0))], "extra": (None, "x")},
+        lambda c: c["outputs"][0].logits.weight,
+    ),
+}
+
+
+@pytest.mark.parametrize("container", CONTAINERS)
+def test_every_tensor_in_a_container_is_cut(container):
+    wrap, read = CONTAINERS[container]
+
+    def f(x):  # x**2 computed, cut, then times x: f' = x**2 = 4 with the cut, 3 x**2 = 12 without
+        return read(stop_gradient(wrap(x * x))) * x
+
+    x = torch.tensor(2.0, dtype=torch.float64)
+    torch.testing.assert_close(gradient(f, x), x**2)
+    torch.testing.assert_close(torch.func.jacfwd(f)(x), x**2)  # forward mode too
+    original = wrap(x.clone().requires_grad_() * 1.0)
+    cut = stop_gradient(original)
+    assert type(cut) is type(original)
+    assert torch.equal(read(cut), read(original)) and not read(cut).requires_grad
+
+
+def test_containers_keep_what_they_are():
+    defaults = stop_gradient(collections.defaultdict(list, a=XV.requires_grad_()))
+    assert defaults.default_factory is list
+    assert stop_gradient(collections.deque([XV], maxlen=4)).maxlen == 4
+    frozen = stop_gradient(FrozenOutput(XV))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        frozen.logits = XV
+    output = stop_gradient(Output(XV, loss=None, name="mine"))
+    assert output.name == "mine" and output.loss is None
+    model_output = stop_gradient(ModelOutput(logits=XV * 2))
+    assert model_output.logits is model_output["logits"]  # one tensor, as in the original
+
+
+def test_what_holds_nothing_to_cut_comes_back_as_it_is():
+    size = torch.Size([2, 3])
+    assert stop_gradient(size) is size and type(stop_gradient(size)) is torch.Size
+    ints = {"steps": [1, 2], "index": torch.arange(3), "name": ("a", None)}
+    assert stop_gradient(ints) is ints
+    output = Output(torch.arange(2))
+    assert stop_gradient(output) is output
+
+
+@pytest.mark.parametrize(
+    "leaf",
+    [len, print, lambda x: x, functools.partial(max, 1), Output, torch.nn.Linear, numpy.ones(3),
+     numpy.float32(2.0), torch.device("cpu"), torch.strided, 1j, b"bytes", range(3), Ellipsis],
+    ids=repr,
+)
+def test_functions_classes_and_numpy_pass_unchanged(leaf):
+    assert stop_gradient(leaf) is leaf
+
+
+class Holder:
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+
+@pytest.mark.parametrize(
+    "foreign",
+    [Holder(XV), torch.nn.Linear(2, 2), types.SimpleNamespace(t=XV), object(), [1, Holder(XV)]],
+    ids=lambda value: type(value).__name__,
+)
+def test_an_object_it_cannot_look_into_is_a_type_error_naming_it(foreign):
+    inside = foreign[1] if isinstance(foreign, list) else foreign
+    with pytest.raises(TypeError, match=type(inside).__qualname__) as raised:
+        stop_gradient(foreign)
+    assert "register_pytree_node" in str(raised.value)
+
+
+def test_deep_nesting_is_a_clear_error_not_a_recursion_error():
+    deep = XV
+    for _ in range(5000):
+        deep = [deep]
+    with pytest.raises(ValueError, match=f"more than {MAX_DEPTH} levels"):
+        stop_gradient(deep)
+    itself: list = [XV]
+    itself.append(itself)
+    with pytest.raises(ValueError, match="holds itself"):
+        stop_gradient(itself)
+    nested = XV
+    for _ in range(MAX_DEPTH):
+        nested = (nested,)
+    stop_gradient(nested)  # as deep as allowed
+
+
+def test_lint_nograd_stop_gradient_is_resolved_once():
+    import lint_nograd
+    from lint_nograd import shim
+
+    assert lint_nograd.stop_gradient is shim.stop_gradient
+    assert vars(lint_nograd)["stop_gradient"] is shim.stop_gradient  # no __getattr__ call again
+    with pytest.raises(AttributeError, match="no attribute 'stop_gradients'"):
+        lint_nograd.stop_gradients  # noqa: B018

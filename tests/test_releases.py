@@ -1,0 +1,103 @@
+"""The table of behaviour by torch release: importable without torch, and true of the torch here."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+from lint_nograd import releases
+from lint_nograd.releases import RELEASES, SUPPORTED, TESTED, Behaviour, behaviour, parse_version
+
+ROOT = Path(__file__).resolve().parent.parent
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
+
+@pytest.mark.parametrize(
+    ("text", "version"),
+    [("2.13.0+cpu", (2, 13, 0)), ("2.14.1", (2, 14, 1)), ("2.6.0rc1", (2, 6, 0)),
+     ("2.15.0a0+git1234", (2, 15, 0)), ("2.5", (2, 5, 0)), ("2.10.0.dev20251101", (2, 10, 0))],
+)  # fmt: skip
+def test_parse_version(text, version):
+    assert parse_version(text) == version
+
+
+def test_bad_versions_are_a_value_error():
+    for text in ("", "torch", "two.one"):
+        with pytest.raises(ValueError, match="not a torch version"):
+            parse_version(text)
+    with pytest.raises(ValueError, match="older than the table"):
+        behaviour("1.13.1")
+
+
+def test_a_release_takes_the_newest_row_not_newer_than_it():
+    assert behaviour("2.13.0+cpu").release == "2.13"
+    assert behaviour("2.7.1").release == "2.5"  # between two rows: the older one
+    assert behaviour("2.20.0").release == RELEASES[-1].release
+    assert [parse_version(row.release) for row in RELEASES] == sorted(
+        parse_version(row.release) for row in RELEASES
+    )
+
+
+def test_rows_are_frozen_plain_data():
+    row = behaviour("2.14.1")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        row.make_fx_keeps_detach = True
+    with pytest.raises(TypeError):
+        row.outer_inference_mode["grad"] = "zeros"
+    for row in RELEASES:
+        assert set(row.outer_no_grad) == set(row.outer_inference_mode) == set(releases.TRANSFORMS)
+        assert set(row.keeps_region) == set(Behaviour.TRACERS)
+
+
+def test_the_table_does_not_import_torch():
+    code = (
+        "import sys, lint_nograd.releases as r\n"
+        "r.behaviour('2.13.0')\n"
+        "assert 'torch' not in sys.modules, 'lint_nograd.releases imported torch'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_pyproject_states_the_tested_range():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = f"torch>={SUPPORTED[0]},<{SUPPORTED[1]}"
+    extras = project["optional-dependencies"]
+    assert wanted in extras["torch"] and wanted in extras["test"]
+    assert min(TESTED, key=parse_version) == SUPPORTED[0]
+    assert all(parse_version(version) < parse_version(SUPPORTED[1]) for version in TESTED)
+
+
+def test_ci_and_readme_name_the_tested_releases():
+    ci = (ROOT / ".ci" / "run").read_text()
+    readme = (ROOT / "README.md").read_text()
+    for version in TESTED:
+        assert f"torch=={version}" in ci, version
+        assert version in readme, version
+
+
+def test_the_row_of_this_release_is_what_torch_does():
+    torch = pytest.importorskip("torch")
+    import torch_behaviour
+
+    row = behaviour(torch.__version__)
+    if parse_version(row.measured_on)[:2] != parse_version(torch.__version__)[:2]:
+        pytest.skip(f"torch {torch.__version__} has no row of its own")
+    def plain(value):
+        return dict(value) if isinstance(value, Mapping) else value
+
+    expected = {
+        field.name: plain(getattr(row, field.name))
+        for field in dataclasses.fields(Behaviour)
+        if field.name not in ("release", "measured_on")
+    }
+    measured = {name: plain(value) for name, value in torch_behaviour.measure().items()}
+    assert measured == expected
