@@ -77,11 +77,14 @@ def run(command: list[str], cwd: Path | None = None, sample_memory: bool = True)
 
 
 def side_by_side(commands: dict[str, list[str]], rounds: int, cwd: Path | None = None,
-                 sample_memory: bool = True) -> dict[str, Figures]:
-    """Each command once per round, in turn (A B C A B C ...), after one warm-up round."""
+                 sample_memory: bool = True, before: dict | None = None) -> dict[str, Figures]:
+    """Each command once per round, in turn (A B C A B C ...), after one warm-up round;
+    `before[name]()`, untimed, before each run of the command `name`."""
     figures = {name: Figures() for name in commands}
     for round_number in range(rounds + 1):
         for name, command in commands.items():
+            if before and name in before:
+                before[name]()
             wall, peak, output = run(command, cwd, sample_memory)
             if round_number:  # the first round warms the file cache and the interpreters
                 figures[name].walls.append(wall)

@@ -10,6 +10,7 @@ Modes:
 """
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 
 FORWARD, REVERSE, DROPS, KEEPS = "forward", "reverse", "drops", "keeps"
@@ -106,3 +107,21 @@ def entry_point(qualified_names: frozenset[str]) -> EntryPoint | None:
         if entry is not None:
             return entry
     return None
+
+
+
+def listed(mode: str) -> list[str]:
+    """The entry points that run a function in `mode`, as the rule pages list them (a test checks
+    that they do): Markdown list items, wrapped at 80 columns."""
+    items = []
+    for entry in ENTRY_POINTS:
+        name = min(entry.qualified_names, key=lambda n: ("._" in n, not n.startswith("torch."), len(n)))
+        switch = entry.switch and f"`{entry.switch[0]}={entry.switch[1]!r}`"
+        if mode in entry.modes:
+            items.append(f"`{name}`" + (f", unless {switch}" if switch and mode not in entry.switch[2] else ""))
+        elif switch and mode in entry.switch[2]:
+            items.append(f"`{name}` with {switch}")
+    if mode == FORWARD:
+        items.append("code on duals from `make_dual` inside `with torch.autograd.forward_ad.dual_level():`")
+    return [line for item in items for line in textwrap.wrap(item, 80, initial_indent="- ", subsequent_indent="  ",
+                                                             break_on_hyphens=False, break_long_words=False)]
