@@ -282,6 +282,18 @@ async def test_a_file_that_does_not_parse_gets_ng000_and_the_server_goes_on(clie
 
 
 @pytest.mark.asyncio
+async def test_columns_count_utf16_code_units(client, project):
+    path = project / "emoji.py"
+    line = "    s = '\U0001F600'; g = grad(torch.sin)(x)"
+    text = f"import torch\nfrom torch.func import grad\nwith torch.no_grad():\n{line}\n"
+    [found] = await published(client, path.as_uri(), open_file(client, path, text))
+    assert found.code == "NG001" and start(found) == (3, line.index("grad(") + 1)  # the emoji is two units
+    hover = await client.text_document_hover_async(types.HoverParams(
+        types.TextDocumentIdentifier(path.as_uri()), found.range.start))
+    assert hover is not None and hover.range == found.range
+
+
+@pytest.mark.asyncio
 async def test_the_project_settings_are_read_again_when_pyproject_changes(client, project):
     path = project / "model.py"
     await published(client, path.as_uri(), open_file(client, path))
