@@ -1,4 +1,5 @@
-"""The command line: `lint-nograd check|fix [PATH ...]` and `lint-nograd rule CODE | --all`.
+"""The command line: `lint-nograd check|fix [PATH ...]`, `lint-nograd rule CODE | --all` and
+`lint-nograd server`.
 
 Exit status: 0 nothing found, 1 findings, 2 a usage, configuration or I/O error.
 """
@@ -103,6 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("code", nargs="?", help="a rule code, such as NG001")
     which.add_argument("--all", action="store_true", help="list every rule")
     rule.set_defaults(run=run_rule)
+
+    server = commands.add_parser("server", help="run the language server (LSP over standard input and output)")
+    server.set_defaults(run=run_server)
     return parser
 
 
@@ -387,6 +391,17 @@ def run_rule(options: argparse.Namespace) -> int:
     page = output.rule_page(rule.code) or f"# {rule.code} ({rule.name})\n\n{rule.summary}\n"
     _write(sys.stdout, page if page.endswith("\n") else page + "\n")
     return EXIT_CLEAN
+
+
+def run_server(options: argparse.Namespace) -> int:
+    try:
+        from lint_nograd import server  # pygls and lsprotocol: only the `server` extra installs them
+    except ImportError as error:
+        if (error.name or "").partition(".")[0] not in ("pygls", "lsprotocol"):
+            raise
+        _report("error", f"the language server needs pygls and lsprotocol: pip install '{PROG}[server]'")
+        return EXIT_ERROR
+    return server.main()
 
 
 def _rule_table() -> str:

@@ -37,6 +37,12 @@ def rule_page(code: str) -> str | None:
     return None
 
 
+def rule_page_uri(code: str) -> str | None:
+    """Where the page of a rule is, as a `file:` URI an editor opens; None when no page was found."""
+    return next(((folder / f"{code}.md").resolve().as_uri() for folder in _PAGE_FOLDERS
+                 if (folder / f"{code}.md").is_file()), None)
+
+
 def render(diagnostics: Sequence[Diagnostic], output_format: str, color: bool = False,
            unsafe_fixes: bool = False) -> str:
     style = _Style(color, unsafe_fixes)

@@ -58,7 +58,8 @@ def test_the_pre_commit_local_hook_is_the_one_the_tests_run():
 
 
 def test_the_editor_commands(project):
-    check, fix = blocks("Editors", "sh")[0].strip().splitlines()
+    [piped] = [block for block in blocks("In your editor", "sh") if "--stdin-filename" in block]
+    check, fix = piped.strip().splitlines()
     checked = shell(check + " --no-cache", project)
     assert checked.returncode == 1 and {d["code"] for d in json.loads(checked.stdout)} == {
         "NG001", "NG003", "NG004", "NG006"}
@@ -117,3 +118,12 @@ def test_the_libcst_command_rewrites_a_file(project):
     done = subprocess.run(command, shell=True, cwd=project, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "baseline = stop_gradient(model(inputs).mean())" in (project / "src" / "model.py").read_text()
+
+
+def test_the_editor_setups_start_the_language_server():
+    vscode, jupyterlab = (json.loads(block) for block in blocks("In your editor", "json"))
+    assert [vscode["glspc.server.command"], *vscode["glspc.server.commandArguments"]] == ["lint-nograd", "server"]
+    spec = jupyterlab["LanguageServerManager"]["language_servers"]["lint-nograd"]
+    assert spec["argv"] == ["lint-nograd", "server"] and spec["version"] == 2 and "python" in spec["languages"]
+    [neovim] = blocks("In your editor", "lua")
+    assert 'cmd = { "lint-nograd", "server" }' in neovim and 'vim.lsp.enable("lint_nograd")' in neovim
