@@ -2,6 +2,7 @@
 `lint-nograd server`.
 
 Exit status: 0 nothing found, 1 findings, 2 a usage, configuration or I/O error.
+A path `-` is standard input, as with `--stdin-filename`, shown as `-`.
 """
 from __future__ import annotations
 
@@ -28,14 +29,14 @@ from lint_nograd.config import (
 )
 from lint_nograd.diagnostics import Diagnostic
 from lint_nograd.notebook import NotebookError
-from lint_nograd.files import DEFAULT_EXCLUDE, compile_patterns, discover, is_valid_pattern
+from lint_nograd.files import DEFAULT_EXCLUDE, compile_patterns, discover, is_valid_pattern, repository_root
 from lint_nograd.fix_plan import FixSettings
 from lint_nograd.fix_spelling import DEFAULT_STOP_GRADIENT
 from lint_nograd.registry import RULES
 from lint_nograd.regular_file import read_regular_file
 from lint_nograd.runner import PARALLEL_MIN_FILES, Job
 from lint_nograd.workers import Workers
-from lint_nograd.write import WriteError, replace_file
+from lint_nograd.write import WriteError, replace_file, write_file
 
 PROG = "lint-nograd"
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -58,6 +59,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         options = build_parser().parse_args(argv)
     except SystemExit as stop:  # --help, --version, or a usage error argparse already reported
         return stop.code if isinstance(stop.code, int) else EXIT_CLEAN
+    if getattr(options, "paths", None) == ["-"] and not options.stdin_filename:
+        options.stdin_filename = "-"  # as ruff: the one path `-` is standard input
     try:
         return options.run(options)
     except ConfigError as error:
@@ -90,7 +93,12 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     check = commands.add_parser("check", parents=[shared_options()], help="report findings")
-    check.add_argument("--fix", action="store_true", help="apply the fixes, as `lint-nograd fix` does")
+    change = check.add_mutually_exclusive_group()
+    change.add_argument("--fix", action="store_true", help="apply the fixes, as `lint-nograd fix` does")
+    change.add_argument("--add-noqa", action="store_true",
+                        help="add `# noqa: CODE` to every line with a finding, and report nothing")
+    change.add_argument("--watch", action="store_true",
+                        help="check again whenever a file changes (needs the watchfiles package)")
     check.set_defaults(run=run_check, diff=False)
 
     fix = commands.add_parser("fix", parents=[shared_options()],
@@ -141,7 +149,8 @@ def shared_options() -> argparse.ArgumentParser:
 
     settings = options.add_argument_group("configuration")
     settings.add_argument("--config", metavar="PATH",
-                          help="read [tool.lint-nograd] from this file instead of searching")
+                          help="read [tool.lint-nograd] from this file instead of searching "
+                               "(from a lint-nograd.toml: its top level)")
     settings.add_argument("--isolated", action="store_true", help="ignore every configuration file")
 
     fixes = options.add_argument_group("fixes")
@@ -159,6 +168,11 @@ def shared_options() -> argparse.ArgumentParser:
     report.add_argument("--statistics", action="store_true", help="count findings per rule instead")
     report.add_argument("--exit-zero", action="store_true",
                         help="exit 0 even when there are findings (errors still exit 2)")
+    report.add_argument("-o", "--output-file", metavar="FILE",
+                        help="write the report to FILE instead of standard output (errors stay on stderr)")
+    report.add_argument("-q", "--quiet", action="count", default=0,
+                        help="print the findings only, no summary or warnings; -qq: print nothing but errors")
+    report.add_argument("--silent", dest="quiet", action="store_const", const=2, help="the same as -qq")
 
     run = options.add_argument_group("running")
     run.add_argument("--jobs", type=_positive_int, metavar="N",
@@ -270,30 +284,91 @@ def _workers(options: argparse.Namespace) -> int:
 
 
 def run_check(options: argparse.Namespace) -> int:
+    if options.stdin_filename and (options.add_noqa or options.watch):
+        option = "--add-noqa" if options.add_noqa else "--watch"
+        raise ConfigError(f"{option} works on files: it cannot read standard input")
     if options.fix:
         return run_fix(options)
+    if options.watch:
+        return watch(options)
+    plan, cache = _plan_and_cache(options)
+    outcome = runner.check(plan.jobs, plan.project_files, plan.import_roots, _workers(options), cache, plan.fixes)
+    if options.add_noqa:
+        return _add_noqa(options, plan, outcome.diagnostics, plan.errors + outcome.errors)
+    return _finish(options, outcome.diagnostics, plan.errors + outcome.errors, unread=plan.unread,
+                   unsafe_fixes=plan.fixes.unsafe_fixes, root=plan.root)
+
+
+def _plan_and_cache(options: argparse.Namespace) -> tuple[Plan, Cache]:
     plan = plan_jobs(options)
     for warning in plan.warnings:
-        _report("warning", warning)
+        _warn(options, warning)
     # a folder the user names is used where it leads; the default one may be a link planted in the repository
     cache = Cache(None if options.no_cache else Path(os.path.realpath(options.cache_dir)) if options.cache_dir
                   else (plan.root / FOLDER_NAME).absolute())
     if cache.problem:
-        _report("warning", cache.problem)
-    outcome = runner.check(plan.jobs, plan.project_files, plan.import_roots, _workers(options), cache, plan.fixes)
-    return _finish(options, outcome.diagnostics, plan.errors + outcome.errors, unread=plan.unread,
-                   unsafe_fixes=plan.fixes.unsafe_fixes)
+        _warn(options, cache.problem)
+    return plan, cache
+
+
+def _add_noqa(options: argparse.Namespace, plan: Plan, diagnostics: list[Diagnostic], errors: list[str]) -> int:
+    """Write `# noqa: CODE` on each line with a finding, as ruff's `--add-noqa` does: exit 0 unless errors."""
+    from lint_nograd.noqa import NoqaError, add_noqa
+
+    by_file: dict[str, list[Diagnostic]] = {}
+    for diagnostic in diagnostics:
+        if diagnostic.code != "NG000":  # a file that does not parse takes no comment
+            by_file.setdefault(diagnostic.path, []).append(diagnostic)
+    jobs = {job.display_path: job for job in plan.jobs}
+    added = 0
+    for shown, found in by_file.items():
+        job = jobs.get(shown)
+        if job is None:
+            continue
+        try:
+            data = read_regular_file(job.path)
+            new, count = add_noqa(data, found, notebook=shown.endswith(".ipynb"))
+            if count:
+                replace_file(job.path, new, data, shown)
+                added += count
+        except WriteError as error:
+            errors.append(str(error))
+        except (OSError, NoqaError, NotebookError) as error:
+            reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+            errors.append(f"cannot add noqa directives to {shown}: {reason}")
+    if added and not options.quiet:
+        _write(sys.stderr, f"Added {added} noqa directive{'s' * (added != 1)}.\n")
+    for error in errors:
+        _report("error", error)
+    return EXIT_ERROR if errors else EXIT_CLEAN
+
+
+def watch(options: argparse.Namespace) -> int:
+    """Check, then check again each time a source file or a configuration file changes, until Ctrl-C."""
+    try:
+        import watchfiles
+    except ImportError:
+        raise ConfigError("--watch needs the watchfiles package: pip install watchfiles") from None
+    options.watch = False
+    root = load_config(options.config, Path.cwd(), options.isolated).root
+    paths = {root, *(Path(os.path.abspath(path)) for path in options.paths if os.path.exists(path))}
+    status = run_check(options)
+    _write(sys.stderr, "Watching for file changes.\n")
+    changes = watchfiles.watch(*sorted(paths), debounce=200, step=50,
+                               watch_filter=watchfiles.PythonFilter(extra_extensions=(".ipynb", ".toml")))
+    try:
+        for _ in changes:
+            _write(sys.stderr, "File change detected: checking again.\n")
+            status = run_check(options)
+            _write(sys.stderr, "Watching for file changes.\n")
+    except KeyboardInterrupt:  # the way to leave watch mode: the last run's status
+        pass
+    return status
 
 
 def run_fix(options: argparse.Namespace) -> int:
     """Rewrite what can be rewritten, then report what remains, as `check` would."""
-    plan = plan_jobs(options)
-    for warning in plan.warnings:
-        _report("warning", warning)
-    cache = Cache(None if options.no_cache else Path(os.path.realpath(options.cache_dir)) if options.cache_dir
-                  else (plan.root / FOLDER_NAME).absolute())
-    if cache.problem:
-        _report("warning", cache.problem)
+    plan, cache = _plan_and_cache(options)
     # what reaches each region is a fact of the whole project: a region is fixed in the file that holds it
     reach, errors = runner.reach(plan.jobs, plan.project_files, plan.import_roots, _workers(options), cache)
     errors = plan.errors + errors
@@ -338,7 +413,7 @@ def run_fix(options: argparse.Namespace) -> int:
         remaining, errors = outcome.diagnostics, errors + outcome.errors
     remaining.sort(key=lambda d: d.sort_key)
     text_format = options.output_format in output.TEXT_FORMATS
-    if text_format and fixed_files:
+    if text_format and fixed_files and not options.quiet:
         _write(sys.stderr, output.fixed_summary(fixed, fixed_files, imports, options.show_fixes, options.diff))
     if options.diff:
         for error in errors:
@@ -347,7 +422,7 @@ def run_fix(options: argparse.Namespace) -> int:
             return EXIT_ERROR
         return EXIT_FINDINGS if fixed_files and not options.exit_zero else EXIT_CLEAN
     return _finish(options, remaining, errors, sys.stderr if options.stdin_filename else sys.stdout, plan.unread,
-                   plan.fixes.unsafe_fixes)
+                   plan.fixes.unsafe_fixes, plan.root)
 
 
 def _unified_diff(display_path: str, old: bytes, new: bytes) -> str:
@@ -357,20 +432,29 @@ def _unified_diff(display_path: str, old: bytes, new: bytes) -> str:
 
 
 def _finish(options: argparse.Namespace, diagnostics: list[Diagnostic], errors: list[str],
-            stream: TextIO | None = None, unread: int = 0, unsafe_fixes: bool = False) -> int:
-    """Report the findings and errors of a run; the exit status."""
+            stream: TextIO | None = None, unread: int = 0, unsafe_fixes: bool = False,
+            root: Path = Path(".")) -> int:
+    """Report the findings and errors of a run (to `--output-file`, if given); the exit status."""
     stream = stream or sys.stdout
-    text_format = options.output_format in output.TEXT_FORMATS
+    text_format = options.output_format in output.TEXT_FORMATS and not options.quiet  # -q: findings only
     if options.statistics:
         text = output.statistics(diagnostics, options.output_format, unsafe_fixes)
     else:
-        color = _use_color(options.color, stream)
-        text = output.render(diagnostics, options.output_format, color, unsafe_fixes)
+        color = options.color == "always" if options.output_file else _use_color(options.color, stream)
+        # SARIF names files from the repository's root, which is where code scanning looks for them
+        source_root = repository_root(root.absolute()) if options.output_format == "sarif" else None
+        text = output.render(diagnostics, options.output_format, color, unsafe_fixes, source_root)
     if text_format and (diagnostics or not errors):
         text += output.summary(diagnostics, unsafe_fixes)
     if text_format and unread:
         text += f"Part of the tree could not be read (see {unread} warning{'s' * (unread != 1)}).\n"
-    _write(stream, text)
+    if options.output_file:
+        try:
+            write_file(Path(options.output_file), text.encode("utf-8"))
+        except WriteError as error:
+            errors = [*errors, str(error)]
+    elif options.quiet < 2:
+        _write(stream, text)
     for error in errors:
         _report("error", error)
 
@@ -447,6 +531,11 @@ def _use_color(choice: str, stream: TextIO) -> bool:
 
 def _report(kind: str, message: str) -> None:
     _write(sys.stderr, f"{PROG}: {kind}: {message}\n")
+
+
+def _warn(options: argparse.Namespace, message: str) -> None:
+    if not options.quiet:
+        _report("warning", message)
 
 
 class ReportLost(Exception):

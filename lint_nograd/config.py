@@ -26,6 +26,7 @@ else:  # pragma: no cover - exercised on 3.9 and 3.10 only
     import tomli as tomllib
 
 TABLE = "lint-nograd"  # read from [tool.lint-nograd]
+STANDALONE = "lint-nograd.toml"  # `--config` may name one: the same settings, at its top level
 DEFAULT_SELECT = frozenset(RULES)
 
 
@@ -137,8 +138,13 @@ def load_config(
     path = Path(os.path.abspath(cwd / explicit)) if explicit else find_config(cwd)
     if path is None:
         return Config(root=cwd)
-    table = _tool_tables(_read_toml(path, cwd)).get(TABLE, {})
-    return _parse_table(table, path, shown_path(path, cwd))
+    document = _read_toml(path, cwd)
+    if path.name == STANDALONE:  # its settings are at the top level, as in ruff.toml
+        return _parse_table(document, path, shown_path(path, cwd), where=shown_path(path, cwd))
+    tables = _tool_tables(document)
+    if TABLE not in tables:  # only an explicit file can lack it: a typo must not pass for no settings
+        raise ConfigError(f"{shown_path(path, cwd)} has no [tool.{TABLE}] table (nor is it a {STANDALONE})")
+    return _parse_table(tables[TABLE], path, shown_path(path, cwd))
 
 
 def _read_toml(path: Path, cwd: Path) -> dict[str, Any]:
@@ -154,8 +160,8 @@ def _tool_tables(document: dict[str, Any]) -> dict[str, Any]:
     return tool if isinstance(tool, dict) else {}
 
 
-def _parse_table(table: Any, path: Path, shown: str) -> Config:
-    where = f"[tool.{TABLE}] of {shown}"
+def _parse_table(table: Any, path: Path, shown: str, where: str | None = None) -> Config:
+    where = where or f"[tool.{TABLE}] of {shown}"
     if not isinstance(table, dict):
         raise ConfigError(f"{where} must be a table")
     unknown = sorted(set(table) - _KEYS)

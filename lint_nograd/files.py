@@ -222,3 +222,8 @@ class _Walk:
             return ()
         # git skips a pattern it cannot read, and so do we
         return (_GitIgnore(folder, compile_patterns(filter(is_valid_pattern, text.splitlines()))),)
+
+
+def repository_root(start: Path) -> Path:
+    """The nearest folder from `start` upwards that holds `.git` (a folder, or a worktree's file); else `start`."""
+    return next((folder for folder in (start, *start.parents) if (folder / ".git").exists()), start)

@@ -1,4 +1,6 @@
-"""The flake8 plugin: `flake8 --select NG` reports what `lint-nograd check` reports.
+"""The flake8 plugin: `flake8 --select NG` reports what `lint-nograd check --output-format concise`
+prints for a file: `CODE [*] message` for a finding with a safe fix, the reason in the message of a
+fixable finding that has none.
 
 flake8 chooses the rules (`--select`, `--extend-ignore`, `--per-file-ignores`) and applies its own
 `# noqa`. `check_source` applies lint-nograd's comments before that (`# noqa: NG001` and the
@@ -11,7 +13,8 @@ import io
 import tokenize
 from collections.abc import Iterator, Sequence
 
-from lint_nograd import __version__, engine
+from lint_nograd import __version__, fix
+from lint_nograd.output import applies
 from lint_nograd.registry import RULES
 
 ALL_CODES = frozenset(RULES)
@@ -26,8 +29,9 @@ class Plugin:
         self.lines = lines
 
     def run(self) -> Iterator[tuple[int, int, str, type]]:
-        for found in engine.check_source(source_bytes(self.lines), self.filename, ALL_CODES):
-            yield found.row, found.col - 1, f"{found.code} {found.message}", type(self)
+        for found in fix.check_with_fixes(source_bytes(self.lines), self.filename, ALL_CODES):
+            marker = "[*] " if applies(found.fix, unsafe_fixes=False) else ""
+            yield found.row, found.col - 1, f"{found.code} {marker}{found.message}", type(self)
 
 
 def source_bytes(lines: Sequence[str]) -> bytes:

@@ -7,6 +7,7 @@ SARIF carry every fix with its applicability.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -44,7 +45,8 @@ def rule_page_uri(code: str) -> str | None:
 
 
 def render(diagnostics: Sequence[Diagnostic], output_format: str, color: bool = False,
-           unsafe_fixes: bool = False) -> str:
+           unsafe_fixes: bool = False, source_root: Path | None = None) -> str:
+    """`source_root`: SARIF gives the paths of files under it relative to it, as `%SRCROOT%`."""
     style = _Style(color, unsafe_fixes)
     if output_format == "full":
         return "".join(_full(diagnostic, style) + "\n" for diagnostic in diagnostics)
@@ -53,7 +55,7 @@ def render(diagnostics: Sequence[Diagnostic], output_format: str, color: bool = 
     if output_format == "json":
         return json.dumps([_json(d) for d in diagnostics], indent=2, sort_keys=True) + "\n"
     if output_format == "sarif":
-        return json.dumps(_sarif(diagnostics), indent=2) + "\n"
+        return json.dumps(_sarif(diagnostics, source_root), indent=2) + "\n"
     if output_format == "github":
         return "".join(_github(diagnostic) + "\n" for diagnostic in diagnostics)
     raise ValueError(f"unknown output format: {output_format}")
@@ -219,9 +221,11 @@ def _json_edit(edit: Edit) -> dict[str, Any]:
     }
 
 
-def _sarif(diagnostics: Sequence[Diagnostic]) -> dict[str, Any]:
+def _sarif(diagnostics: Sequence[Diagnostic], source_root: Path | None) -> dict[str, Any]:
     """A SARIF 2.1.0 log with one run; every rule is listed, found or not."""
     index = {code: position for position, code in enumerate(RULES)}
+    base = {} if source_root is None else {
+        "originalUriBaseIds": {SOURCE_ROOT: {"uri": source_root.as_uri().rstrip("/") + "/"}}}
     return {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
@@ -231,8 +235,9 @@ def _sarif(diagnostics: Sequence[Diagnostic]) -> dict[str, Any]:
                 "version": __version__,
                 "rules": [_sarif_rule(rule) for rule in RULES.values()],
             }},
+            **base,
             "columnKind": "unicodeCodePoints",  # our columns count characters
-            "results": [_sarif_result(d, index) for d in diagnostics],
+            "results": [_sarif_result(d, index, source_root) for d in diagnostics],
         }],
     }
 
@@ -251,15 +256,20 @@ def _sarif_rule(rule: Rule) -> dict[str, Any]:
     return entry
 
 
-def _sarif_result(d: Diagnostic, index: dict[str, int]) -> dict[str, Any]:
+def _sarif_result(d: Diagnostic, index: dict[str, int], source_root: Path | None) -> dict[str, Any]:
+    if d.cell is None:
+        message = d.message
+        region = {"startLine": d.row, "startColumn": d.col, "endLine": d.end_row, "endColumn": d.end_col}
+    else:  # rows count within the cell, not in the notebook's file: the message names the place
+        message = f"cell {d.cell}, line {d.row}, column {d.col}: {d.message}"
+        region = {"startLine": 1}
     result: dict[str, Any] = {
         "ruleId": d.code,
         "level": _sarif_level(d.severity),
-        "message": {"text": f"cell {d.cell}: {d.message}" if d.cell is not None else d.message},
+        "message": {"text": message},
         "locations": [{"physicalLocation": {
-            "artifactLocation": {"uri": _uri(d.path)},
-            "region": {"startLine": d.row, "startColumn": d.col,
-                       "endLine": d.end_row, "endColumn": d.end_col},
+            "artifactLocation": _artifact(d.path, source_root),
+            "region": region,
         }}],
     }
     if d.code in index:
@@ -267,15 +277,15 @@ def _sarif_result(d: Diagnostic, index: dict[str, int]) -> dict[str, Any]:
     if d.fix is not None:
         result["properties"] = {"fixApplicability": d.fix.applicability}
         if d.fix.edits:  # a notebook's fixes have none: their rows count in the joined cells
-            result["fixes"] = [_sarif_fix(d)]
+            result["fixes"] = [_sarif_fix(d, source_root)]
     return result
 
 
-def _sarif_fix(d: Diagnostic) -> dict[str, Any]:
+def _sarif_fix(d: Diagnostic, source_root: Path | None) -> dict[str, Any]:
     return {
         "description": {"text": d.fix.message},
         "artifactChanges": [{
-            "artifactLocation": {"uri": _uri(d.path)},
+            "artifactLocation": _artifact(d.path, source_root),
             "replacements": [{
                 "deletedRegion": {"startLine": edit.row, "startColumn": edit.col,
                                   "endLine": edit.end_row, "endColumn": edit.end_col},
@@ -290,6 +300,20 @@ def _sarif_level(severity: str) -> str:
     return "warning" if severity == "warning" else "error"
 
 
+SOURCE_ROOT = "%SRCROOT%"
+
+
+def _artifact(path: str, source_root: Path | None) -> dict[str, str]:
+    """A file under `source_root` relative to it (so code scanning finds it wherever the command
+    ran), any other one by its absolute URI; without a root, as it is shown."""
+    if source_root is not None:
+        absolute = Path(os.path.abspath(path))
+        if absolute.is_relative_to(source_root):
+            return {"uri": _uri(str(absolute.relative_to(source_root))), "uriBaseId": SOURCE_ROOT}
+        return {"uri": _uri(str(absolute))}
+    return {"uri": _uri(path)}
+
+
 def _uri(path: str) -> str:
     if Path(path).is_absolute():
         return Path(path).as_uri()
@@ -299,10 +323,11 @@ def _uri(path: str) -> str:
 def _github(d: Diagnostic) -> str:
     """A GitHub Actions workflow command, which the runner shows as an annotation."""
     kind = "warning" if d.severity == "warning" else "error"
+    # in a notebook, rows count within a cell: the annotation goes on the file, the message says where
+    place = () if d.cell is not None else (
+        ("line", d.row), ("col", d.col), ("endLine", d.end_row), ("endColumn", d.end_col))
     properties = ",".join(f"{key}={_escape_property(str(value))}" for key, value in (
-        ("title", f"{TOOL} ({d.code})"), ("file", d.path), ("line", d.row), ("col", d.col),
-        ("endLine", d.end_row), ("endColumn", d.end_col),
-    ))
+        ("title", f"{TOOL} ({d.code})"), ("file", d.path), *place))
     cell = f"cell {d.cell}:" if d.cell is not None else ""
     message = f"{d.path}:{cell}{d.row}:{d.col}: {d.code} {d.message}"
     return f"::{kind} {properties}::{_escape_data(message)}"

@@ -31,7 +31,7 @@ from lint_nograd.files import DEFAULT_EXCLUDE, compile_patterns, discover, shown
 from lint_nograd.fix_plan import FixSettings
 from lint_nograd.fix_spelling import DEFAULT_STOP_GRADIENT
 from lint_nograd.runner import Job
-from lint_nograd.suppression import _LINE_NOQA
+from lint_nograd.suppression import LINE_NOQA
 
 NAME = "lint-nograd"
 FIX_ALL = types.CodeActionKind.SourceFixAll + "." + NAME  # source.fixAll.lint-nograd
@@ -301,7 +301,7 @@ class LintServer(LanguageServer):
         """Add the code to the line's `# noqa: ...`, or a `# noqa: NGxxx` at its end."""
         lines = text.split("\n")
         line = lines[diagnostic.row - 1].rstrip("\r") if diagnostic.row <= len(lines) else "\\"
-        found = _LINE_NOQA.search(line)
+        found = LINE_NOQA.search(line)
         if found and not found.group("codes") or line.endswith("\\") or diagnostic.code == "NG000":
             return None  # a bare noqa covers every code; no comment can follow a backslash, nor fix the syntax
         at, content = (found.end("codes"), f", {diagnostic.code}") if found else (

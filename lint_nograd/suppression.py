@@ -7,7 +7,7 @@ from typing import Iterable, Optional
 from lint_nograd.diagnostics import Diagnostic
 
 _CODES = r"(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?"
-_LINE_NOQA = re.compile(r"#\s*noqa" + _CODES, re.IGNORECASE)
+LINE_NOQA = re.compile(r"#\s*noqa" + _CODES, re.IGNORECASE)
 _FILE_NOQA = re.compile(r"#\s*lint-nograd:\s*noqa" + _CODES, re.IGNORECASE)
 
 
@@ -32,7 +32,7 @@ def unsuppressed(diagnostics: Iterable[Diagnostic], lines: list[str]) -> list[Di
         if any(_covers(codes, diagnostic.code) for codes in file_wide):
             continue
         line = lines[diagnostic.row - 1] if diagnostic.row <= len(lines) else ""
-        match = _LINE_NOQA.search(line) if "#" in line else None
+        match = LINE_NOQA.search(line) if "#" in line else None
         if match and not _FILE_NOQA.search(line) and _covers(_codes(match), diagnostic.code):
             continue
         kept.append(diagnostic)

@@ -3,7 +3,8 @@
 The new bytes go to a temporary file in the same folder, with the original's mode (and owner,
 where allowed), flushed to disk, then renamed over the original in one step. Just before the
 rename, the original is read again: if it changed since it was checked, it is left alone. A
-symbolic link is written through, to the file it names, and stays a link.
+symbolic link is written through, to the file it names, and stays a link. A report
+(`--output-file`) is written the same way, all at once or not at all.
 """
 from __future__ import annotations
 
@@ -53,4 +54,28 @@ def replace_file(path: Path, new: bytes, original: bytes, shown: str | None = No
         Path(temporary).unlink(missing_ok=True)
         if isinstance(error, OSError):
             raise WriteError(f"cannot write {shown}: {error.strerror or error}") from None
+        raise
+
+
+def write_file(path: Path, data: bytes) -> None:
+    """Create or replace `path` with `data` in one step (a report: `--output-file`), with the
+    mode a new file gets; its folder is made if missing."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as error:
+        raise WriteError(f"cannot write {path}: {error.strerror or error}") from None
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+            stream.flush()
+            os.fsync(stream.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)
+        os.replace(temporary, path)
+    except BaseException as error:
+        Path(temporary).unlink(missing_ok=True)
+        if isinstance(error, OSError):
+            raise WriteError(f"cannot write {path}: {error.strerror or error}") from None
         raise

@@ -1,4 +1,5 @@
-"""The real `flake8 --select NG` reports what `lint-nograd check --output-format concise` does."""
+"""The real `flake8 --select NG` prints what `lint-nograd check --output-format concise` does,
+the `[*]` of a finding with a safe fix and why a fixable one has none included."""
 from __future__ import annotations
 
 import re
@@ -11,6 +12,7 @@ import pytest
 from lint_nograd.flake8_plugin import Plugin
 
 CHECKER_FIXTURES = Path(__file__).parent / "fixtures" / "checker"
+EXAMPLES = Path(__file__).parent.parent / "examples"
 FINDING = re.compile(r"^\S+:\d+:\d+: NG\d{3} ")
 
 HEADER = "import torch\nfrom torch.func import grad\n\n"
@@ -60,9 +62,7 @@ def lint_nograd(*paths: str, cwd: Path) -> list[str]:
     done = run("lint_nograd", "check", "--isolated", "--no-cache", "--output-format", "concise",
                "--color", "never", *paths, cwd=cwd)
     assert done.returncode in (0, 1), done.stderr
-    # flake8 has no fixes: drop the `[*] ` mark of a fixable finding, and why another has none
-    return sorted(re.sub(r" \(no fix: [^()]*(\([^()]*\)[^()]*)*\)$", "", line.replace(" [*] ", " ", 1))
-                  for line in done.stdout.splitlines() if FINDING.match(line))
+    return sorted(line for line in done.stdout.splitlines() if FINDING.match(line))
 
 
 @pytest.fixture(scope="module")
@@ -106,6 +106,17 @@ def test_source_from_stdin(tmp_path):
     source, _ = CASES["transform_under_no_grad.py"]
     [line] = flake8("--stdin-display-name", "notebook_cell.py", "-", cwd=tmp_path, stdin=source)
     assert line.startswith("notebook_cell.py:5:9: NG001 ")
+
+
+def test_the_fix_marker_and_why_there_is_no_fix(tmp_path):
+    refused = ("import torch\nfrom torch.func import jacfwd\n\n\ndef g(x, buf):\n    with torch.no_grad():\n"
+               "        buf.add_(x)\n    return x\n\n\njacfwd(g)\n")
+    (tmp_path / "fixable.py").write_text((EXAMPLES / "meta_learning.py").read_text())
+    (tmp_path / "refused.py").write_text(refused)
+    from_flake8 = flake8("fixable.py", "refused.py", cwd=tmp_path)
+    assert from_flake8 == lint_nograd("fixable.py", "refused.py", cwd=tmp_path)
+    assert any(" NG006 [*] " in line for line in from_flake8)
+    assert any(line.startswith("refused.py:6:10: NG004 ") and "(no fix: " in line for line in from_flake8)
 
 
 def test_the_plugin_reads_only_the_lines_it_is_given():

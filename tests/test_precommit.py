@@ -40,6 +40,15 @@ repos:
         types_or: [python, jupyter]
         require_serial: true
 """
+# The hook repository configuration the README shows; the tests put in a clone and its commit.
+HOOK_CONFIG = """\
+repos:
+  - repo: /path/to/lint-nograd
+    rev: COMMIT
+    hooks:
+      - id: lint-nograd
+      - id: lint-nograd-fix   # optional: rewrites files; review and `git add` them again
+"""
 
 
 @pytest.fixture(scope="module")
@@ -98,8 +107,7 @@ def hook_config(tmp_path_factory, environment) -> str:
             (copy / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(CHECKOUT / name, copy / name)
     rev = commit_everything(copy, environment)
-    config = (f"repos:\n  - repo: {json.dumps(str(copy))}\n    rev: {rev}\n    hooks:\n"
-              "      - id: lint-nograd\n      - id: lint-nograd-fix\n")
+    config = HOOK_CONFIG.replace("/path/to/lint-nograd", json.dumps(str(copy))).replace("COMMIT", rev)
     # Build the hook environment once, here, so that each test only runs the hooks.
     warm_up = new_repository(tmp_path_factory.mktemp("warm-up"), environment)
     (warm_up / ".pre-commit-config.yaml").write_text(config)

@@ -51,10 +51,18 @@ def test_the_test_command_is_what_ci_runs():
     assert test_command.strip().split(" && ")[-1] in (ROOT / ".ci" / "run").read_text()
 
 
-def test_the_pre_commit_local_hook_is_the_one_the_tests_run():
-    from test_precommit import LOCAL_CONFIG
+def test_the_pre_commit_configurations_are_the_ones_the_tests_run():
+    from test_precommit import HOOK_CONFIG, LOCAL_CONFIG
 
-    assert blocks("pre-commit", "yaml")[0] == LOCAL_CONFIG
+    assert blocks("pre-commit", "yaml") == [LOCAL_CONFIG, HOOK_CONFIG]
+
+
+def test_no_install_command_needs_the_package_on_an_index():
+    """lint-nograd is installed from its repository: `pip install .`, a path or a git URL."""
+    arguments = [argument for found in re.findall(r"pip install((?: +[^\s`&#;]+)+)", README)
+                 for argument in found.split()]
+    assert "." in arguments and "'.[torch]'" in arguments
+    assert [argument for argument in arguments if re.match(r"'?lint[-_]nograd\b", argument)] == []
 
 
 def test_the_editor_commands(project):
