@@ -143,11 +143,18 @@ def alive(pid: int) -> bool:
         return False
 
 
+def _as_at_a_terminal() -> None:
+    """Ctrl-C as a terminal delivers it: a shell that started these tests in the background (`&`)
+    made SIGINT ignored, and Python keeps an ignored SIGINT ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_with_workers(folder: Path, command: str) -> tuple[subprocess.Popen, set[int]]:
     """`command --jobs 2` with its output on pipes, once both of its workers are running."""
     process = subprocess.Popen([sys.executable, "-m", "lint_nograd", command, "--no-cache", "--jobs", "2",
                                 "--output-format", "concise", "."], cwd=folder, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+                               stderr=subprocess.PIPE, text=True, start_new_session=True,
+                               preexec_fn=_as_at_a_terminal)
     deadline = time.monotonic() + 120
     while len(children(process.pid)) < 2 and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)
