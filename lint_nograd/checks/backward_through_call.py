@@ -14,7 +14,8 @@ def message(site: BackwardSite, function: Function) -> str:
     """`val` has no graph to backward through: `evaluate(...)` computes it under `no_grad`"""
     name, callee = shorten(site.name), shorten(site.callee_text)
     return fit(f"`{name}` has no graph to backward through: `{callee}(...)` computes it under `{function.returns_api}`",
-               f"`{name}` has no graph to backward through: `{callee}(...)` computes it in a region")
+               f"`{name}` has no graph to backward through: `{callee}(...)` computes it in a region",
+               f"`{name}` has no graph: `{callee}(...)` computes it in a region")
 
 
 def related_message(site: BackwardSite, function: Function) -> str:

@@ -20,7 +20,8 @@ HELP = ("Operations in a grad-disabled region record no autograd graph, so backw
 def message(name: str, api: str, where: str) -> str:
     """`loss` has no graph to backward through: computed under `no_grad` (line 6)"""
     return fit(f"`{shorten(name)}` has no graph to backward through: computed under `{api}` ({where})",
-               f"`{shorten(name)}` has no graph to backward through: computed under `{api}`")
+               f"`{shorten(name)}` has no graph to backward through: computed under `{api}`",
+               f"`{shorten(name)}` has no graph to backward through: computed in a grad-disabled region")
 
 
 def check(model: SemanticModel, codes: frozenset[str], release: Behaviour, torch_version: str) -> Iterator[Finding]:
