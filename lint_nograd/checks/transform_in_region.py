@@ -26,7 +26,6 @@ _WRONG = {"zeros": "returns zeros", "raises": "raises"}
 def check(model: SemanticModel, codes: frozenset[str], release: Behaviour, torch_version: str) -> Iterator[Finding]:
     for application in model.applications:
         state = application.state
-        what = _what(application)
         if state.inference and state.inference_region:
             region, code, help = state.inference_region, "NG002", HELP_INFERENCE
             outcome = release.outer_inference_mode.get(application.transform, "zeros")
