@@ -183,7 +183,7 @@ def _facts(data: bytes, display_path: str, codes: frozenset[str], torch_version:
         message = "cannot analyse: the code is nested too deeply"
         return FileFacts([_parse_error(message, 1, 1, display_path)] if "NG000" in codes else [], None), None, None
     local = [to_diagnostic(finding, parsed, display_path)
-             for finding in checks.run(model, codes, torch_version or default_target())]
+             for finding in checks.run(model, codes, torch_version)]
     local = sorted(suppression.unsuppressed(local, parsed.lines), key=lambda d: d.sort_key)
     return FileFacts(local, summary), parsed, model
 

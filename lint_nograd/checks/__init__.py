@@ -41,12 +41,13 @@ def _local_checks() -> list[Callable[[SemanticModel, frozenset[str], Behaviour, 
     return [transform_in_region.check, backward_without_graph.check]
 
 
-def run(model: SemanticModel, codes: frozenset[str], torch_version: str) -> list[Finding]:
-    """The findings one file shows by itself, for the torch release `torch_version` ("2.13"); those
-    that need the project (a region reached from elsewhere, a value returned by another function)
-    come from `engine` once it is linked."""
-    from lint_nograd.releases import behaviour
+def run(model: SemanticModel, codes: frozenset[str], torch_version: str | None = None) -> list[Finding]:
+    """The findings one file shows by itself, for the torch release `torch_version` ("2.13"; None:
+    the default); those that need the project (a region reached from elsewhere, a value returned by
+    another function) come from `engine` once it is linked."""
+    from lint_nograd.releases import behaviour, default_target
 
+    torch_version = torch_version or default_target()
     row = behaviour(torch_version)
     return [finding for check in _local_checks() for finding in check(model, codes, row, torch_version)
             if finding.code in codes]
