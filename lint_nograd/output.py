@@ -304,14 +304,7 @@ def _sarif_result(d: Diagnostic, index: dict[str, int], source_root: Path | None
         }}],
     }
     if d.related:
-        result["relatedLocations"] = [{
-            "id": number,
-            "message": {"text": f"cell {r.cell}: {r.message}" if r.cell is not None else r.message},
-            "physicalLocation": {
-                "artifactLocation": {"uri": _uri(r.path)},
-                "region": {"startLine": r.row, "startColumn": r.col, "endLine": r.end_row, "endColumn": r.end_col},
-            },
-        } for number, r in enumerate(d.related)]
+        result["relatedLocations"] = [_sarif_related(number, r, source_root) for number, r in enumerate(d.related)]
     if d.help:
         result.setdefault("properties", {})["help"] = d.help
     if d.code in index:
@@ -321,6 +314,18 @@ def _sarif_result(d: Diagnostic, index: dict[str, int], source_root: Path | None
         if d.fix.edits:  # a notebook's fixes have none: their rows count in the joined cells
             result["fixes"] = [_sarif_fix(d, source_root)]
     return result
+
+
+def _sarif_related(number: int, r: Related, source_root: Path | None) -> dict[str, Any]:
+    """A place the finding points at; in a notebook, named by cell as the finding is."""
+    if r.cell is None:
+        message = r.message
+        region = {"startLine": r.row, "startColumn": r.col, "endLine": r.end_row, "endColumn": r.end_col}
+    else:
+        message = f"cell {r.cell}, line {r.row}, column {r.col}: {r.message}"
+        region = {"startLine": 1}
+    return {"id": number, "message": {"text": message},
+            "physicalLocation": {"artifactLocation": _artifact(r.path, source_root), "region": region}}
 
 
 def _sarif_fix(d: Diagnostic, source_root: Path | None) -> dict[str, Any]:
