@@ -25,7 +25,7 @@ import time
 from dataclasses import asdict, fields
 from pathlib import Path
 
-from lint_nograd.diagnostics import Diagnostic, Edit, Fix
+from lint_nograd.diagnostics import Diagnostic, Edit, Fix, Related
 from lint_nograd.files import shown_path
 from lint_nograd.regular_file import read_regular_file
 from lint_nograd.registry import RULES
@@ -238,6 +238,7 @@ _SUMMARY_KEYS = frozenset({"functions", "classes", "names", "regions", "backward
 _FINDING_KEYS = frozenset(field.name for field in fields(Diagnostic))
 _EDIT_KEYS = frozenset(field.name for field in fields(Edit))
 _FIX_KEYS = frozenset(field.name for field in fields(Fix))
+_RELATED_KEYS = frozenset(field.name for field in fields(Related))
 _POSITIONS = ("row", "col", "end_row", "end_col")
 
 
@@ -270,10 +271,18 @@ def _check_files(files: dict) -> None:
 def _is_finding(found: object) -> bool:
     return (isinstance(found, dict) and found.keys() == _FINDING_KEYS
             and found["code"] in RULES and found["severity"] in ("error", "warning")
-            and all(isinstance(found[key], str) for key in ("message", "path", "source_line"))
+            and all(isinstance(found[key], str) for key in ("message", "path", "source_line", "help"))
             and all(_is_count(found[key]) for key in _POSITIONS)
             and (found["cell"] is None or _is_count(found["cell"]))
-            and (found["fix"] is None or _is_fix(found["fix"])))
+            and (found["fix"] is None or _is_fix(found["fix"]))
+            and isinstance(found["related"], (list, tuple)) and all(_is_related(r) for r in found["related"]))
+
+
+def _is_related(related: object) -> bool:
+    return (isinstance(related, dict) and related.keys() == _RELATED_KEYS
+            and isinstance(related["message"], str) and isinstance(related["path"], str)
+            and all(_is_count(related[key]) for key in _POSITIONS)
+            and (related["cell"] is None or _is_count(related["cell"])))
 
 
 def _is_fix(fix: object) -> bool:
@@ -293,4 +302,7 @@ def _diagnostic(found: dict, display_path: str) -> Diagnostic:
     fix = found.pop("fix")
     if fix is not None:
         fix = Fix(fix["message"], tuple(Edit(**edit) for edit in fix["edits"]), fix["applicability"])
-    return Diagnostic(**{**found, "path": display_path}, fix=fix)
+    # a place in the same file is shown under the same path
+    related = tuple(Related(**{**r, "path": display_path} if r["path"] == found["path"] else r)
+                    for r in found.pop("related"))
+    return Diagnostic(**{**found, "path": display_path}, fix=fix, related=related)

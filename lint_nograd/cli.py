@@ -34,6 +34,7 @@ from lint_nograd.fix_plan import FixSettings
 from lint_nograd.fix_spelling import DEFAULT_STOP_GRADIENT
 from lint_nograd.registry import RULES
 from lint_nograd.regular_file import read_regular_file
+from lint_nograd.releases import default_target, target
 from lint_nograd.runner import PARALLEL_MIN_FILES, Job
 from lint_nograd.workers import Workers
 from lint_nograd.write import WriteError, replace_file, write_file
@@ -52,6 +53,7 @@ class Plan:
     errors: list[str] = field(default_factory=list)  # reported after the run; exit 2
     warnings: list[str] = field(default_factory=list)
     unread: int = 0  # folders and .gitignore files that could not be read: the summary says so
+    torch_version: str = ""  # the torch release the findings are for: "2.13"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -152,6 +154,8 @@ def shared_options() -> argparse.ArgumentParser:
                           help="read [tool.lint-nograd] from this file instead of searching "
                                "(from a lint-nograd.toml: its top level)")
     settings.add_argument("--isolated", action="store_true", help="ignore every configuration file")
+    settings.add_argument("--torch-version", type=_torch_version, metavar="X.Y",
+                          help="report for this torch release (default: the torch installed, else the newest known)")
 
     fixes = options.add_argument_group("fixes")
     unsafe = fixes.add_mutually_exclusive_group()
@@ -212,6 +216,7 @@ def plan_jobs(options: argparse.Namespace, cwd: Path | None = None) -> Plan:
     plan = Plan(
         root=config.root,
         fixes=fixes,
+        torch_version=options.torch_version or config.torch_version or default_target(),
         errors=[f"path does not exist: {path}" for path in found.missing],
         warnings=list(found.unreadable),
         unread=len(found.unreadable),
@@ -228,7 +233,7 @@ def plan_jobs(options: argparse.Namespace, cwd: Path | None = None) -> Plan:
     for path, shown in found.files:
         file_codes = codes - config.ignored_codes(path)
         if file_codes:
-            plan.jobs.append(Job(path, shown, file_codes, stdin))
+            plan.jobs.append(Job(path, shown, file_codes, stdin, plan.torch_version))
     return plan
 
 
@@ -254,23 +259,24 @@ def _gated(jobs: Sequence[Job], errors: list[str], reach: dict):
 
 
 def check_pending(data: bytes, display_path: str, codes: frozenset[str],
-                  fixes: FixSettings = FixSettings()) -> tuple[list[Diagnostic], str | None]:
+                  fixes: FixSettings = FixSettings(), torch_version: str | None = None
+                  ) -> tuple[list[Diagnostic], str | None]:
     """The findings of one file on its own, with their fixes; or the error."""
     from lint_nograd import fix  # the fix layer; it loads libcst only to write a fix
 
     try:
-        return fix.check_with_fixes(data, display_path, codes, fixes), None
+        return fix.check_with_fixes(data, display_path, codes, fixes, torch_version=torch_version), None
     except Exception as error:  # a bug checking one file must not stop the others
         return [], f"failed to check {display_path}: internal error: {type(error).__name__}: {error}"
 
 
 def fix_pending(data: bytes, display_path: str, codes: frozenset[str], reach: dict | None,
-                fixes: FixSettings = FixSettings()):
+                fixes: FixSettings = FixSettings(), torch_version: str | None = None):
     """(new bytes, the findings left in them, the `FixResult`), or the error for this file."""
     from lint_nograd import fix  # the fix layer; it loads libcst only to write a fix
 
     try:
-        result = fix.fix_source(data, codes, display_path, fixes, reach)
+        result = fix.fix_source(data, codes, display_path, fixes, reach, torch_version)
         new = result.text.encode(result.encoding) if result.changed else data
         return (new, result.remaining, result), None
     except NotebookError as error:
@@ -379,7 +385,7 @@ def run_fix(options: argparse.Namespace) -> int:
     workers = min(_workers(options), len(plan.jobs)) if len(plan.jobs) > PARALLEL_MIN_FILES else 1
     with Workers(workers) as pool:
         pending = [(job, data, pool.submit(fix_pending, data, job.display_path, codes, reach.get(job.path),
-                                           plan.fixes,
+                                           plan.fixes, plan.torch_version,
                                            if_worker_stops=(None, _stopped([job]))))
                    for job, data, codes in _gated(plan.jobs, errors, reach)]
         for job, data, result in pending:
@@ -511,6 +517,13 @@ def _glob_list(text: str) -> list[str]:
         if not is_valid_pattern(glob):
             raise argparse.ArgumentTypeError(f"`{glob}` is not a valid glob")
     return globs
+
+
+def _torch_version(text: str) -> str:
+    try:
+        return target(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _positive_int(text: str) -> int:

@@ -19,6 +19,7 @@ from lint_nograd.files import is_valid_pattern, match_path, shown_path
 from lint_nograd.fix_spelling import stop_gradient_setting_error
 from lint_nograd.registry import RULES
 from lint_nograd.regular_file import read_regular_file
+from lint_nograd.releases import target
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -70,6 +71,7 @@ class Config:
     src: tuple[str, ...] = (".", "src")  # the import roots, relative to the project root (as ruff's `src`)
     stop_gradient: str | None = None  # None keeps the default: `lint_nograd.stop_gradient`
     unsafe_fixes: bool | None = None  # None: only when the command line asks
+    torch_version: str | None = None  # "2.4"; None: the torch installed, else the newest release known
 
     def ignored_codes(self, path: Path) -> frozenset[str]:
         """The codes `per-file-ignores` turns off for `path`."""
@@ -186,6 +188,12 @@ def _parse_table(table: Any, path: Path, shown: str, where: str | None = None) -
     problem = None if stop_gradient is None else stop_gradient_setting_error(stop_gradient)
     if problem:
         raise ConfigError(f"`stop-gradient` in {where} {problem}")
+    torch_version = table.get("torch-version")
+    if torch_version is not None:
+        try:
+            torch_version = target(torch_version)
+        except ValueError as error:
+            raise ConfigError(f"`torch-version` in {where} {error}") from None
     return Config(
         root=path.parent,
         path=path,
@@ -204,11 +212,12 @@ def _parse_table(table: Any, path: Path, shown: str, where: str | None = None) -
         src=_strings(table, "src", where) if "src" in table else Config.src,
         stop_gradient=stop_gradient,
         unsafe_fixes=unsafe_fixes,
+        torch_version=torch_version,
     )
 
 
 _KEYS = {"select", "extend-select", "ignore", "exclude", "extend-exclude", "per-file-ignores",
-         "respect-gitignore", "src", "stop-gradient", "unsafe-fixes"}
+         "respect-gitignore", "src", "stop-gradient", "unsafe-fixes", "torch-version"}
 
 
 def _globs(globs: Sequence[str], key: str, where: str) -> tuple[str, ...]:

@@ -23,8 +23,24 @@ class Fix:
 
 
 @dataclass(frozen=True)
+class Related:
+    """A place a finding points at besides its own: the call that reaches a region, the region a
+    call reaches in another file. Rows and columns as in `Diagnostic`."""
+
+    message: str
+    path: str
+    row: int
+    col: int
+    end_row: int
+    end_col: int
+    cell: int | None = None  # in a notebook: the cell `row` counts in
+
+
+@dataclass(frozen=True)
 class Diagnostic:
-    """One finding. Rows and columns are 1-based; columns count characters."""
+    """One finding. Rows and columns are 1-based; columns count characters. `message` is one short
+    sentence on what is wrong at that line; `help` says why and the way out; `related` points at
+    the other places the finding involves."""
 
     code: str
     message: str
@@ -37,6 +53,8 @@ class Diagnostic:
     source_line: str = ""  # the text of `row`, for the `full` output format
     fix: Fix | None = field(default=None, compare=False)
     cell: int | None = None  # in a notebook: the 1-based number of the cell; rows count within it
+    help: str = ""
+    related: tuple[Related, ...] = ()
 
     @property
     def sort_key(self) -> tuple:

@@ -18,13 +18,20 @@ from dataclasses import dataclass, replace
 from typing import Callable, Optional
 
 from lint_nograd import api, checks, suppression
-from lint_nograd.checks import backward_through_call
-from lint_nograd.checks.region_in_reached_function import first_selected, message_at_reacher, message_at_region
-from lint_nograd.diagnostics import Diagnostic
+from lint_nograd.checks import backward_through_call, shorten
+from lint_nograd.checks.region_in_reached_function import (
+    RegionFinding,
+    call_name,
+    first_selected,
+    message_at_reacher,
+    message_at_region,
+)
+from lint_nograd.diagnostics import Diagnostic, Related
 from lint_nograd.model import SemanticModel
 from lint_nograd.notebook import Notebook, NotebookError
 from lint_nograd.project import ModuleEntry, Project, Reacher
 from lint_nograd.registry import RULES
+from lint_nograd.releases import behaviour, default_target
 from lint_nograd.summary import ModuleSummary, Span, display_name, span_of, summarise
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # what Python's tokenizer counts as a new line
@@ -86,14 +93,21 @@ def parse(data: bytes) -> ParsedFile:
 
 
 def to_diagnostic(finding: checks.Finding, parsed: ParsedFile, display_path: str) -> Diagnostic:
+    related = tuple(related_at(span_of(node, parsed.lines), message, display_path)
+                    for message, node in finding.related)
     return _at(span_of(finding.node, parsed.lines), finding.code, finding.message, display_path,
-               finding.severity)
+               finding.severity, finding.help, related)
 
 
-def _at(span: Span, code: str, message: str, display_path: str, severity: str | None = None) -> Diagnostic:
+def _at(span: Span, code: str, message: str, display_path: str, severity: str | None = None, help: str = "",
+        related: tuple[Related, ...] = ()) -> Diagnostic:
     return Diagnostic(code=code, message=message, path=display_path, row=span.row, col=span.col,
                       end_row=span.end_row, end_col=span.end_col, severity=severity or RULES[code].severity,
-                      source_line=span.line)
+                      source_line=span.line, help=help, related=related)
+
+
+def related_at(span: Span, message: str, path: str) -> Related:
+    return Related(message, path, span.row, span.col, span.end_row, span.end_col)
 
 
 def codes_to_check(data: bytes, codes: frozenset[str]) -> frozenset[str]:
@@ -103,21 +117,22 @@ def codes_to_check(data: bytes, codes: frozenset[str]) -> frozenset[str]:
 
 
 def check_source(data: bytes, display_path: str, codes: frozenset[str], attach_fixes: AttachFixes | None = None,
-                 reach: Reach | None = None) -> list[Diagnostic]:
+                 reach: Reach | None = None, torch_version: str | None = None) -> list[Diagnostic]:
     """Check one file on its own, as the flake8 plugin and `fix` do: the project is this file alone,
     but for `reach` (function -> mode -> reacher, from the whole project) when given. `attach_fixes`
-    (the fix layer's, given by its callers) adds to each fixable finding its fix, or why there is none."""
+    (the fix layer's, given by its callers) adds to each fixable finding its fix, or why there is none.
+    The findings are those of the torch release `torch_version` ("2.13"; None: the default)."""
     if display_path.endswith(".ipynb"):
-        return _in_cells(data, display_path, codes,
-                         lambda source: check_source(source, display_path + ".py", codes, attach_fixes, reach))
+        return _in_cells(data, display_path, codes, lambda source: check_source(
+            source, display_path + ".py", codes, attach_fixes, reach, torch_version))
     codes = codes_to_check(data, codes) if not reach else codes  # reached from elsewhere: no gate
-    return analyse(data, display_path, codes, attach_fixes, reach) if codes else []
+    return analyse(data, display_path, codes, attach_fixes, reach, torch_version) if codes else []
 
 
 def analyse(data: bytes, display_path: str, codes: frozenset[str], attach_fixes: AttachFixes | None = None,
-            reach: Reach | None = None) -> list[Diagnostic]:
+            reach: Reach | None = None, torch_version: str | None = None) -> list[Diagnostic]:
     """Parse and check a Python file without the gate (tests compare the two), as a project of one."""
-    facts, parsed, model = _facts(data, display_path, codes)
+    facts, parsed, model = _facts(data, display_path, codes, torch_version)
     if facts.summary is None:
         return facts.local
     project = Project({ALONE: ModuleEntry(ALONE, display_path, summary=facts.summary, loaded=True)})
@@ -125,7 +140,7 @@ def analyse(data: bytes, display_path: str, codes: frozenset[str], attach_fixes:
         project.link([ALONE])
     else:
         project.reached.update({(ALONE, function): modes for function, modes in reach.items()})
-    found = linked(project, ALONE, frozenset({ALONE}), codes, display_path)
+    found = linked(project, ALONE, frozenset({ALONE}), codes, display_path, torch_version)
     return sorted(facts.local + _finished(parsed, model, found, codes, attach_fixes), key=lambda d: d.sort_key)
 
 
@@ -143,7 +158,7 @@ class FileFacts:
     summary: ModuleSummary | None  # None when the file does not parse
 
 
-def facts(data: bytes, display_path: str, codes: frozenset[str]) -> FileFacts:
+def facts(data: bytes, display_path: str, codes: frozenset[str], torch_version: str | None = None) -> FileFacts:
     """Parse a file and summarise it; `codes` are the local rules to check (none: only summarise)."""
     if display_path.endswith(".ipynb"):
         try:
@@ -151,12 +166,12 @@ def facts(data: bytes, display_path: str, codes: frozenset[str]) -> FileFacts:
         except NotebookError as error:
             return FileFacts([_parse_error(str(error), 1, 1, display_path)] if "NG000" in codes else [], None)
         source = notebook.source.encode()
-        found = facts(source, display_path + ".py", codes_to_check(source, codes))
-        return FileFacts([replace(notebook.locate(d), path=display_path) for d in found.local], found.summary)
-    return _facts(data, display_path, codes)[0]
+        found = facts(source, display_path + ".py", codes_to_check(source, codes), torch_version)
+        return FileFacts([in_notebook(notebook, d, display_path) for d in found.local], found.summary)
+    return _facts(data, display_path, codes, torch_version)[0]
 
 
-def _facts(data: bytes, display_path: str, codes: frozenset[str]):
+def _facts(data: bytes, display_path: str, codes: frozenset[str], torch_version: str | None = None):
     try:
         parsed = parse(data)
         model = SemanticModel(parsed.tree, parsed.text)
@@ -167,7 +182,8 @@ def _facts(data: bytes, display_path: str, codes: frozenset[str]):
     except RecursionError:
         message = "cannot analyse: the code is nested too deeply"
         return FileFacts([_parse_error(message, 1, 1, display_path)] if "NG000" in codes else [], None), None, None
-    local = [to_diagnostic(finding, parsed, display_path) for finding in checks.run(model, codes)]
+    local = [to_diagnostic(finding, parsed, display_path)
+             for finding in checks.run(model, codes, torch_version)]
     local = sorted(suppression.unsuppressed(local, parsed.lines), key=lambda d: d.sort_key)
     return FileFacts(local, summary), parsed, model
 
@@ -176,39 +192,73 @@ Linked = tuple[Optional[int], Diagnostic]  # a finding linking gives a file, and
 
 
 def linked(project: Project, module: str, given: frozenset[str], codes: frozenset[str],
-           display_path: str) -> list[Linked]:
+           display_path: str, torch_version: str | None = None) -> list[Linked]:
     """The findings linking gives one file: its regions that transforms or tracers reach; regions of
     modules not `given` whose reaching call is here; backward through what another function returns.
     Without fixes or suppressions yet: `finish` adds them, with the file's text."""
     summary = project.summary(module)
     if summary is None:
         return []
+    release = behaviour(torch_version or default_target())
     found: list[Linked] = []
     for index, region in enumerate(summary.regions):
-        finding = first_selected(region, project.reach_of(module, region), codes)
+        finding = first_selected(region, project.reach_of(module, region), codes, release)
         if finding is not None:
-            message = message_at_region(finding, region, lambda reacher: project.describe(reacher, module))
-            found.append((index, _at(region.span, finding.code, message, display_path, finding.severity)))
+            related = _reacher_related(project, finding, module)
+            found.append((index, _at(region.span, finding.code, message_at_region(finding, region), display_path,
+                                     finding.severity, finding.help, related)))
     for region_module, region in project.reported_in(given).get(module, []):
-        finding = first_selected(region, project.reach_of(region_module, region), codes)
+        finding = first_selected(region, project.reach_of(region_module, region), codes, release)
         if finding is None:
             continue
         reacher = finding.reacher
         at_module, span, text = reacher.via or (reacher.module, reacher.span, reacher.text)
         if at_module == module:
             function = f"{region_module}.{display_name(region.function)}" if region.function else region_module
-            where = project.where(region_module, region.span, module)
-            message = message_at_reacher(finding, region, text, where, function)
-            found.append((None, _at(span, finding.code, message, display_path, finding.severity)))
+            related = (related_at(region.span, f"the `{region.api}` region in `{function}`",
+                                  project.path(region_module)),)
+            if reacher.via is not None:
+                related += (related_at(reacher.span, f"where {call_name(reacher)} applies it",
+                                       project.path(reacher.module)),)
+            message = message_at_reacher(finding, region, _callee_text(text))
+            found.append((None, _at(span, finding.code, message, display_path, finding.severity, finding.help,
+                                    related)))
     if "NG003" in codes:
         for site in summary.backwards:
             callee = project.graphless_callee(module, site)
             if callee is not None:
                 callee_module, function = callee
-                where = project.where(callee_module, function.returns_region, module)
-                message = backward_through_call.message(site, function, where)
-                found.append((None, _at(site.span, "NG003", message, display_path)))
+                related = (related_at(function.returns_region, backward_through_call.related_message(site, function),
+                                      project.path(callee_module)),)
+                found.append((None, _at(site.span, "NG003", backward_through_call.message(site, function),
+                                        display_path, help=backward_through_call.HELP, related=related)))
     return found
+
+
+_REACHES = {"forward": "reaches it in forward mode", "traced": "traces it", "inference": "reaches it",
+            "reverse": "reaches it"}
+
+
+def _reacher_related(project: Project, finding: RegionFinding, here: str) -> tuple[Related, ...]:
+    """Where the call that reaches a region is, and the call that handed the function on to it."""
+    reacher = finding.reacher
+    text = "`with dual_level()`" if reacher.entry == "dual_level" else f"`{shorten(reacher.text, 40)}`"
+    message = f"{text} {_REACHES[finding.kind]}"
+    if reacher.through is not None:
+        through_module, function = reacher.through
+        function = display_name(function)
+        message += f" through `{function if through_module == here else f'{through_module}.{function}'}`"
+    related = (related_at(reacher.span, message, project.path(reacher.module)),)
+    if reacher.via is not None:
+        via_module, via_span, via_text = reacher.via
+        related += (related_at(via_span, f"given to `{shorten(_callee_text(via_text), 40)}` here",
+                               project.path(via_module)),)
+    return related
+
+
+def _callee_text(text: str) -> str:
+    """`hvp(...)` for `hvp(energy, x, v)`."""
+    return text.partition("(")[0] + "(...)"
 
 
 def finish(data: bytes, display_path: str, codes: frozenset[str], found: list[Linked],
@@ -242,7 +292,15 @@ def _in_cells(data: bytes, display_path: str, codes: frozenset[str], check) -> l
         notebook = Notebook.read(data)
     except NotebookError as error:
         return [_parse_error(str(error), 1, 1, display_path)] if "NG000" in codes else []
-    return [replace(notebook.locate(d), path=display_path) for d in check(notebook.source.encode())]
+    return [in_notebook(notebook, d, display_path) for d in check(notebook.source.encode())]
+
+
+def in_notebook(notebook: Notebook, diagnostic: Diagnostic, display_path: str) -> Diagnostic:
+    """A finding in the joined cells of a notebook, placed in its cell and shown under the notebook's
+    path; so is each place it points at in the same cells."""
+    located = notebook.locate(diagnostic)
+    related = tuple(replace(r, path=display_path) if r.path == diagnostic.path else r for r in located.related)
+    return replace(located, path=display_path, related=related)
 
 
 def _parse_error(message: str, row: int, col: int, display_path: str) -> Diagnostic:

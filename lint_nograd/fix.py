@@ -162,8 +162,8 @@ def region_of(model: SemanticModel, node: ast.AST) -> GradModeChange | None:
 
 def attach_fixes(diagnostics: list[Diagnostic], region_findings: list[tuple[GradModeChange, Diagnostic]],
                  parsed: ParsedFile, model: SemanticModel, settings: FixSettings = DEFAULT_SETTINGS) -> list[Diagnostic]:
-    """Attach the rewrite `fix` would make to each fixable finding, or say why there is none.
-    The engine calls it (as `attach_fixes=`) with the findings of a file's regions."""
+    """Attach the rewrite `fix` would make to each fixable finding, or say why there is none (at
+    the end of its `help`). The engine calls it (as `attach_fixes=`) with the findings of a file's regions."""
     region_of_finding = {id(diagnostic): region for region, diagnostic in region_findings}
     planned = plan_fixes(parsed, model, list({id(r): r for r in region_of_finding.values()}.values()), settings)
     result = []
@@ -172,18 +172,20 @@ def attach_fixes(diagnostics: list[Diagnostic], region_findings: list[tuple[Grad
         if isinstance(outcome, Fix):
             diagnostic = replace(diagnostic, fix=outcome)
         elif outcome:
-            diagnostic = replace(diagnostic, message=f"{diagnostic.message} ({outcome})")
+            diagnostic = replace(diagnostic, help=f"{diagnostic.help} ({outcome})".lstrip())
         result.append(diagnostic)
     return result
 
 
 def check_with_fixes(data: bytes, display_path: str, codes: frozenset[str],
-                     settings: FixSettings = DEFAULT_SETTINGS, reach: engine.Reach | None = None) -> list[Diagnostic]:
+                     settings: FixSettings = DEFAULT_SETTINGS, reach: engine.Reach | None = None,
+                     torch_version: str | None = None) -> list[Diagnostic]:
     """What `check` reports on one file: the engine's findings, each fixable one with its fix or why
     there is none; `reach` is what reaches the file's functions in the whole project (else the file
-    alone tells)."""
+    alone tells); `torch_version` the release they are for (None: the default)."""
     attach = functools.partial(attach_fixes, settings=settings)
-    return engine.check_source(data, display_path, codes, attach_fixes=attach, reach=reach)
+    return engine.check_source(data, display_path, codes, attach_fixes=attach, reach=reach,
+                               torch_version=torch_version)
 
 
 def apply_edits(text: str, edits: Sequence[Edit]) -> str:
@@ -231,7 +233,8 @@ class FixResult:
 
 
 def fix_source(data: bytes, codes: frozenset[str] = FIXABLE_CODES, display_path: str = "-",
-               settings: FixSettings = DEFAULT_SETTINGS, reach: engine.Reach | None = None) -> FixResult:
+               settings: FixSettings = DEFAULT_SETTINGS, reach: engine.Reach | None = None,
+               torch_version: str | None = None) -> FixResult:
     """Rewrite every NG004/NG005/NG006 region of `codes` whose fix `settings` applies (safe ones,
     and unsafe ones with `unsafe_fixes`), until nothing changes.
 
@@ -239,9 +242,10 @@ def fix_source(data: bytes, codes: frozenset[str] = FIXABLE_CODES, display_path:
     result for `codes`, refusals included. A file that does not parse comes back unchanged, with
     its NG000 diagnostic when NG000 is in `codes`. `reach` is what reaches the file's functions in
     the whole project (else the file alone tells): it names functions, which fixes do not rename.
+    `torch_version` is the release the findings are for (None: the default).
     """
     if display_path.endswith(".ipynb"):
-        return _fix_notebook(data, codes, display_path, settings, reach)
+        return _fix_notebook(data, codes, display_path, settings, reach, torch_version)
     try:
         text, encoding = decode(data)
         faithful = text.encode(encoding) == data  # not so under `coding: unicode_escape`, say
@@ -249,10 +253,10 @@ def fix_source(data: bytes, codes: frozenset[str] = FIXABLE_CODES, display_path:
         faithful = False
     if not faithful:  # latin-1 maps bytes to text one to one: the bytes come back unchanged
         return FixResult(data.decode("latin-1"), "latin-1", False, 0,
-                         check_with_fixes(data, display_path, codes, settings, reach))
+                         check_with_fixes(data, display_path, codes, settings, reach, torch_version))
     original, regions, imports, row_maps = text, [], set(), []
     for _ in range(MAX_PASSES + 1):
-        remaining = check_with_fixes(text.encode(encoding), display_path, codes, settings, reach)
+        remaining = check_with_fixes(text.encode(encoding), display_path, codes, settings, reach, torch_version)
         chosen = _non_overlapping([d for d in remaining if d.fix is not None and d.fix.edits
                                    and settings.applies(d.fix.applicability)])
         if not chosen or len(row_maps) == MAX_PASSES:
@@ -310,15 +314,16 @@ class _RowMap:
 
 
 def _fix_notebook(data: bytes, codes: frozenset[str], display_path: str, settings: FixSettings,
-                  reach: engine.Reach | None) -> FixResult:
+                  reach: engine.Reach | None, torch_version: str | None) -> FixResult:
     """Fix the code cells of a notebook as one source; only their `source` fields change."""
     unchanged = FixResult(data.decode("latin-1"), "latin-1", False, 0, [])
     try:
         notebook = Notebook.read(data)
     except NotebookError:
-        return replace(unchanged, remaining=check_with_fixes(data, display_path, codes, settings, reach))
-    result = fix_source(notebook.source.encode(), codes, display_path + ".py", settings, reach)
-    remaining = [replace(notebook.locate(d), path=display_path) for d in result.remaining]
+        return replace(unchanged, remaining=check_with_fixes(data, display_path, codes, settings, reach,
+                                                             torch_version))
+    result = fix_source(notebook.source.encode(), codes, display_path + ".py", settings, reach, torch_version)
+    remaining = [engine.in_notebook(notebook, d, display_path) for d in result.remaining]
     if not result.changed:
         return replace(unchanged, remaining=remaining)
     if not notebook.layout_is_kept():

@@ -1,6 +1,5 @@
 """The flake8 plugin: `flake8 --select NG` reports what `lint-nograd check --output-format concise`
-prints for a file: `CODE [*] message` for a finding with a safe fix, the reason in the message of a
-fixable finding that has none.
+prints for a file: `CODE [*] message` for a finding with a safe fix, `CODE message` for the others.
 
 flake8 chooses the rules (`--select`, `--extend-ignore`, `--per-file-ignores`) and applies its own
 `# noqa`. `check_source` applies lint-nograd's comments before that (`# noqa: NG001` and the

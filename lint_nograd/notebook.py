@@ -17,7 +17,7 @@ import json
 import re
 from dataclasses import dataclass, field, replace
 
-from lint_nograd.diagnostics import Diagnostic
+from lint_nograd.diagnostics import Diagnostic, Related
 
 _MARKER = "# lint-nograd: cell {}"
 _MARKER_LINE = re.compile(r"# lint-nograd: cell (\d+)")  # a whole line
@@ -114,8 +114,18 @@ class Notebook:
         _, end_row = _row_in_cell(rows, diagnostic.end_row)
         fix = diagnostic.fix and replace(diagnostic.fix, edits=())
         message = _LINE_REFERENCE.sub(lambda match: _where(rows, int(match.group(1))), diagnostic.message)
+        related = tuple(self._locate_related(r, rows) if r.path == diagnostic.path else r
+                        for r in diagnostic.related)
         return replace(diagnostic, row=row, end_row=end_row, cell=cell, fix=fix, message=message,
-                       source_line=self._unmask(diagnostic.source_line))
+                       source_line=self._unmask(diagnostic.source_line), related=related)
+
+    @staticmethod
+    def _locate_related(related: Related, rows) -> Related:
+        """A place in the same cells, with its rows counted within its cell."""
+        cell, row = _row_in_cell(rows, related.row)
+        _, end_row = _row_in_cell(rows, related.end_row)
+        message = _LINE_REFERENCE.sub(lambda match: _where(rows, int(match.group(1))), related.message)
+        return replace(related, row=row, end_row=end_row, cell=cell, message=message)
 
     def _unmask(self, line: str) -> str:
         placeholder = _PLACEHOLDER.fullmatch(line)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import textwrap
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any
 from urllib.parse import quote
 
 from lint_nograd import __version__
-from lint_nograd.diagnostics import Diagnostic, Edit, Fix
+from lint_nograd.diagnostics import Diagnostic, Edit, Fix, Related
 from lint_nograd.registry import RULES, Rule
 
 FORMATS = ("full", "concise", "json", "sarif", "github")
@@ -67,10 +68,12 @@ def applies(fix: Fix | None, unsafe_fixes: bool) -> bool:
 
 
 def summary(diagnostics: Sequence[Diagnostic], unsafe_fixes: bool = False) -> str:
+    """`Found 3 errors and 2 warnings.`, then what the fixes would do; `No findings.` for none."""
     if not diagnostics:
-        return "All checks passed!\n"
-    count = len(diagnostics)
-    text = f"Found {count} error{'' if count == 1 else 's'}.\n"
+        return "No findings.\n"
+    counts = Counter(diagnostic.severity for diagnostic in diagnostics)
+    kinds = [f"{counts[kind]} {kind}{'s' * (counts[kind] != 1)}" for kind in ("error", "warning") if counts[kind]]
+    text = f"Found {' and '.join(kinds)}.\n"
     fixes = [diagnostic.fix for diagnostic in diagnostics if diagnostic.fix is not None]
     fixable = sum(applies(fix, unsafe_fixes) for fix in fixes)
     hidden = len(fixes) - fixable
@@ -161,8 +164,12 @@ def _header(d: Diagnostic, style: _Style) -> str:
     return f"{style.path(path)}:{cell}{d.row}:{d.col}: {style.code(d.code)} {marker}{message}"
 
 
+WIDTH = 100  # the columns of a `help` or `note` line in `full` output, as of a message
+
+
 def _full(d: Diagnostic, style: _Style) -> str:
-    """The concise line, then the source line with carets under the reported columns."""
+    """The concise line, then the source line with carets under the reported columns, then a
+    `note` for each related place, the `help` and the fix."""
     lines = [_header(d, style)]
     gutter = " " * len(str(d.row))
     source = d.source_line.rstrip("\r\n")
@@ -177,10 +184,26 @@ def _full(d: Diagnostic, style: _Style) -> str:
             f"{gutter} | {padding}{style.carets('^' * max(len(_printable(source[start:end])), 1))}",
             f"{gutter} |",
         ]
+    for related in d.related:
+        lines += _wrapped(f"{gutter} = note: ", f"{_related_place(related)}: {related.message}")
+    if d.help:
+        lines += _wrapped(f"{gutter} = help: ", d.help)
     if d.fix is not None:
         hidden = "" if applies(d.fix, style.unsafe_fixes) else " (an unsafe fix: `--unsafe-fixes` applies it)"
-        lines.append(f"{gutter} = help: {d.fix.message}{hidden}")
+        lines += _wrapped(f"{gutter} = fix: ", f"{d.fix.message}{hidden}")
     return "\n".join(lines) + "\n"
+
+
+def _related_place(related: Related) -> str:
+    cell = f"cell {related.cell}:" if related.cell is not None else ""
+    return f"{_printable(related.path)}:{cell}{related.row}:{related.col}"
+
+
+def _wrapped(label: str, text: str) -> list[str]:
+    """`label` then `text`, wrapped at `WIDTH` columns under the text's start."""
+    indent = " " * len(label)
+    return textwrap.wrap(_printable(text), WIDTH, initial_indent=label, subsequent_indent=indent,
+                         break_long_words=False, break_on_hyphens=False) or [label.rstrip()]
 
 
 def _name(code: str) -> str:
@@ -204,6 +227,14 @@ def _json(d: Diagnostic) -> dict[str, Any]:
         "location": _location(d.row, d.col),
         "end_location": _location(d.end_row, d.end_col),
         "noqa_row": d.row,
+        "help": d.help or None,
+        "related": [{
+            "message": related.message,
+            "filename": related.path,
+            "cell": related.cell,
+            "location": _location(related.row, related.col),
+            "end_location": _location(related.end_row, related.end_col),
+        } for related in d.related],
         "url": None,  # there is no documentation site; `lint-nograd rule CODE` shows the page
         "fix": None if d.fix is None else {
             "applicability": d.fix.applicability,
@@ -272,13 +303,29 @@ def _sarif_result(d: Diagnostic, index: dict[str, int], source_root: Path | None
             "region": region,
         }}],
     }
+    if d.related:
+        result["relatedLocations"] = [_sarif_related(number, r, source_root) for number, r in enumerate(d.related)]
+    if d.help:
+        result.setdefault("properties", {})["help"] = d.help
     if d.code in index:
         result["ruleIndex"] = index[d.code]
     if d.fix is not None:
-        result["properties"] = {"fixApplicability": d.fix.applicability}
+        result.setdefault("properties", {})["fixApplicability"] = d.fix.applicability
         if d.fix.edits:  # a notebook's fixes have none: their rows count in the joined cells
             result["fixes"] = [_sarif_fix(d, source_root)]
     return result
+
+
+def _sarif_related(number: int, r: Related, source_root: Path | None) -> dict[str, Any]:
+    """A place the finding points at; in a notebook, named by cell as the finding is."""
+    if r.cell is None:
+        message = r.message
+        region = {"startLine": r.row, "startColumn": r.col, "endLine": r.end_row, "endColumn": r.end_col}
+    else:
+        message = f"cell {r.cell}, line {r.row}, column {r.col}: {r.message}"
+        region = {"startLine": 1}
+    return {"id": number, "message": {"text": message},
+            "physicalLocation": {"artifactLocation": _artifact(r.path, source_root), "region": region}}
 
 
 def _sarif_fix(d: Diagnostic, source_root: Path | None) -> dict[str, Any]:

@@ -475,6 +475,10 @@ class Project:
             return f"line {span.row}"
         return f"{self.modules[module].path if module in self.modules else module}:{span.row}"
 
+    def path(self, module: str) -> str:
+        """The path of a module's file, as findings show it."""
+        return self.modules[module].path if module in self.modules else module
+
     def describe(self, reacher: Reacher, here: str) -> str:
         """`jacfwd(...)` at line 31 through `helper`, as seen from the module `here`."""
         if reacher.entry == "dual_level":

@@ -9,13 +9,17 @@ messages ("this release returns zeros for grad under inference_mode").
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
+from importlib import metadata
 from typing import ClassVar, Literal, Mapping
 
 __all__ = [
-    "Behaviour", "RELEASES", "SUPPORTED", "TESTED", "TRANSFORMS", "behaviour", "parse_version",
+    "Behaviour", "RELEASES", "SUPPORTED", "TESTED", "TRANSFORMS", "behaviour", "default_target",
+    "installed_torch", "parse_version", "target", "until",
 ]  # fmt: skip
 
 TRANSFORMS = ("grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "linearize")
@@ -148,3 +152,50 @@ def behaviour(version: str) -> Behaviour:
     if not rows:
         raise ValueError(f"torch {version} is older than the table, which starts at 2.1")
     return rows[-1]
+
+
+# -- the release a run reports for: `torch-version`, else the torch installed, else the newest row --
+
+_TARGET = re.compile(r"(\d+)\.(\d+)(?:\.\d+)?")
+
+
+def target(text: object) -> str:
+    """The release a user names ("2.4", "2.13.1") as "major.minor"; a ValueError says what is wrong."""
+    if not isinstance(text, str):  # a TOML number: 2.10 would read as 2.1
+        raise ValueError(f'must be a string, such as "2.4", not {text!r}')
+    match = _TARGET.fullmatch(text.strip())
+    if match is None:
+        raise ValueError(f'must be a torch release such as "2.4", not {text!r}')
+    release = f"{int(match.group(1))}.{int(match.group(2))}"
+    if parse_version(release) < parse_version(RELEASES[0].release):
+        raise ValueError(f"{text.strip()} is older than the releases lint-nograd knows, "
+                         f"{RELEASES[0].release} and newer")
+    return release
+
+
+def installed_torch() -> str | None:
+    """The version of the torch installed next to this package, from its metadata (never imported)."""
+    try:
+        return metadata.version("torch")
+    except (metadata.PackageNotFoundError, ValueError):
+        return None
+
+
+@functools.lru_cache(maxsize=None)
+def default_target() -> str:
+    """The release to report for when none is set: the torch installed, else the newest row."""
+    installed = installed_torch()
+    try:
+        return target(".".join(map(str, parse_version(installed)[:2]))) if installed else RELEASES[-1].release
+    except ValueError:  # an unreadable version, or one older than the table
+        return RELEASES[-1].release
+
+
+def until(version: str, outcome: Callable[[Behaviour], object]) -> tuple[object, str] | None:
+    """What the rows before the release of `version` gave for `outcome`, and the release that
+    changed it to what `version` gives: ("zeros", "2.12"); None when it never changed."""
+    rows = [row for row in RELEASES if parse_version(row.release) <= parse_version(version)]
+    for older, newer in zip(reversed(rows[:-1]), reversed(rows)):
+        if outcome(older) != outcome(newer):
+            return outcome(older), newer.release
+    return None

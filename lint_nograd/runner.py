@@ -25,6 +25,7 @@ from lint_nograd.cache import Cache, content_key, diagnostics_from_json, diagnos
 from lint_nograd.diagnostics import Diagnostic
 from lint_nograd.fix_plan import FixSettings
 from lint_nograd.regular_file import read_regular_file
+from lint_nograd.releases import default_target
 from lint_nograd.project import ModuleEntry, Project, module_name
 from lint_nograd.summary import ModuleSummary
 from lint_nograd.workers import Workers
@@ -41,6 +42,11 @@ class Job:
     display_path: str
     codes: frozenset[str]
     data: bytes | None = None  # the source, when it comes from standard input
+    torch_version: str = ""  # the torch release the findings are for, "2.13" ("": the default)
+
+    @property
+    def release(self) -> str:
+        return self.torch_version or default_target()
 
 
 @dataclass
@@ -232,7 +238,7 @@ class Run:
         entry = self.cache.entry(file.content_key)
         entry["summary"] = summary
         if file.job is not None:
-            entry.setdefault("local", {})[_codes_key(file.job.codes)] = local
+            entry.setdefault("local", {})[_facts_key(file.job)] = local
         if not self._take_facts(file):
             file.summarised = True  # it cannot be read back: a bug, but not one to loop on
 
@@ -243,7 +249,7 @@ class Run:
             return False
         local: list[Diagnostic] | None = []
         if file.job is not None:
-            local = diagnostics_from_json(entry.get("local", {}).get(_codes_key(file.job.codes)), file.shown)
+            local = diagnostics_from_json(entry.get("local", {}).get(_facts_key(file.job)), file.shown)
         try:
             summary = ModuleSummary.from_json(entry["summary"]) if entry["summary"] is not None else None
         except (KeyError, TypeError, ValueError, AttributeError):
@@ -324,10 +330,10 @@ class Run:
             self.outcome.diagnostics += file.facts.local
             if self.by_module.get(file.module) is not file:
                 continue  # a second file of the same module name: linked as the first one
-            found = engine.linked(project, file.module, given, file.job.codes, file.shown)
+            found = engine.linked(project, file.module, given, file.job.codes, file.shown, file.job.release)
             if not found:
                 continue
-            key = _link_key(file.job.codes, found, fixes)
+            key = _link_key(file.job, found, fixes)
             stored = self.cache.entry(file.content_key).get("finished", {})
             finished = diagnostics_from_json(stored[key], file.shown) if key in stored else None
             if finished is None:
@@ -344,13 +350,15 @@ class Run:
             self.outcome.diagnostics += diagnostics_from_json(diagnostics, file.shown) or []
 
 
-def _codes_key(codes: frozenset[str]) -> str:
-    return ",".join(sorted(codes))
+def _facts_key(job: Job) -> str:
+    """What the local findings of a file depend on besides its bytes: the rules and the release."""
+    return f"{job.release}:{','.join(sorted(job.codes))}"
 
 
-def _link_key(codes: frozenset[str], found: list, fixes: FixSettings) -> str:
+def _link_key(job: Job, found: list, fixes: FixSettings) -> str:
     """What the finished findings of a file depend on besides its bytes."""
-    return repr((_codes_key(codes), fixes.cache_key, [(index, d.code, d.message, d.row, d.col) for index, d in found]))
+    return repr((_facts_key(job), fixes.cache_key,
+                 [(index, d.code, d.severity, d.message, d.row, d.col, d.related) for index, d in found]))
 
 
 def _index_from(entry: dict) -> api.TextIndex | None:
@@ -400,18 +408,18 @@ def read_file(path: Path, shown: str, job: Job | None):
         return None, "", None, None, f"cannot read {shown}: {error.strerror or error}"
     index, key = api.text_index(data), content_key(data)
     facts, error = None, None
-    if job is not None and _local_codes(data, shown, job.codes) and not _known_facts(key, job.codes):
-        facts, error = _facts(data, shown, job.codes)
+    if job is not None and _local_codes(data, shown, job.codes) and not _known_facts(key, job):
+        facts, error = _facts(data, shown, job.codes, job.release)
     return status, key, index.to_json(), facts, error
 
 
 _CACHE: list[Cache] = []  # the run's cache, which worker processes inherit when they are forked
 
 
-def _known_facts(key: str, codes: frozenset[str]) -> bool:
+def _known_facts(key: str, job: Job) -> bool:
     """Whether the cache has this file's facts by its content (a file touched but not changed)."""
     entry = _CACHE[0].peek(key) if _CACHE else None
-    return isinstance(entry, dict) and "summary" in entry and _codes_key(codes) in entry.get("local", {})
+    return isinstance(entry, dict) and "summary" in entry and _facts_key(job) in entry.get("local", {})
 
 
 def summarise_file(path: Path, shown: str, job: Job | None):
@@ -420,7 +428,7 @@ def summarise_file(path: Path, shown: str, job: Job | None):
         data = _source(path, job)
     except OSError as error:
         return None, f"cannot read {shown}: {error.strerror or error}"
-    return _facts(data, shown, job.codes if job else frozenset())
+    return _facts(data, shown, job.codes if job else frozenset(), job.release if job else "")
 
 
 def _local_codes(data: bytes, shown: str, codes: frozenset[str]) -> frozenset[str]:
@@ -428,9 +436,10 @@ def _local_codes(data: bytes, shown: str, codes: frozenset[str]) -> frozenset[st
     return codes if shown.endswith(".ipynb") else engine.codes_to_check(data, codes)
 
 
-def _facts(data: bytes, shown: str, codes: frozenset[str]):
+def _facts(data: bytes, shown: str, codes: frozenset[str], torch_version: str):
     try:
-        found = engine.facts(data, shown, _local_codes(data, shown, codes) if codes else codes)
+        found = engine.facts(data, shown, _local_codes(data, shown, codes) if codes else codes,
+                             torch_version=torch_version or None)
     except Exception as error:  # a bug with one file must not stop the others
         return None, f"failed to check {shown}: internal error: {type(error).__name__}: {error}"
     return (diagnostics_to_json(found.local), found.summary.to_json() if found.summary else None), None

@@ -13,7 +13,6 @@ import asyncio
 import functools
 import json
 import os
-import re
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -36,8 +35,6 @@ from lint_nograd.suppression import LINE_NOQA
 NAME = "lint-nograd"
 FIX_ALL = types.CodeActionKind.SourceFixAll + "." + NAME  # source.fixAll.lint-nograd
 DEBOUNCE_SECONDS = 0.3
-# where a message names the call that reaches a region: "`jacfwd(...)` at line 37", "... at pkg/model.py:4"
-_REFERENCE = re.compile(r"`([^`]+)`[^`]*? at (?:line (\d+)|([^\s`:,]+\.py):(\d+))")
 
 
 class EditorCache(Cache):
@@ -88,7 +85,7 @@ class Project:
         if path.exists() and not self._discover(str(path), force_exclude=True).files:
             return None
         codes = self.codes - self.config.ignored_codes(path)
-        return Job(path, shown_path(path, self.root), codes, data) if codes else None
+        return Job(path, shown_path(path, self.root), codes, data, self.config.torch_version or "") if codes else None
 
 
 @dataclass
@@ -253,14 +250,19 @@ class LintServer(LanguageServer):
             related_information=self.related(diagnostic, checked) or None)
 
     def related(self, diagnostic: Diagnostic, checked: Checked) -> list[types.DiagnosticRelatedInformation]:
-        """Where the call that reaches the finding is, as its message names it."""
+        """The places the finding points at: the call that reaches a region, the region a call reaches."""
         found = []
-        for match in _REFERENCE.finditer(diagnostic.message if checked.source.cells is None else ""):
-            call, row, path, path_row = match.groups()
-            uri = checked.source.uri if row else from_fs_path(str(checked.project.root / path))
-            position = types.Position(int(row or path_row) - 1, 0)
-            found.append(types.DiagnosticRelatedInformation(
-                types.Location(uri, types.Range(position, position)), call))
+        for related in diagnostic.related:
+            source = checked.source
+            if related.path == diagnostic.path:  # the same file, or another cell of the same notebook
+                uri = source.uri if source.cells is None else source.cells[(related.cell or 1) - 1]
+            else:
+                uri = from_fs_path(str(checked.project.root / related.path))
+            text = source.texts.get(uri)
+            where = (related.row, related.col, related.end_row, related.end_col)
+            found.append(types.DiagnosticRelatedInformation(types.Location(uri, self.range(text, *where) if text else (
+                types.Range(types.Position(where[0] - 1, where[1] - 1), types.Position(where[2] - 1, where[3] - 1)))),
+                related.message))
         return found
 
     def text_edit(self, text: str, edit: Edit) -> types.TextEdit:
@@ -287,7 +289,7 @@ class LintServer(LanguageServer):
         if source.cells is None:  # a notebook is seldom imported: what it does itself tells
             reaches, _ = runner.reach([job], project.files, project.import_roots, 1, project.cache)
             reach = reaches.get(job.path)
-        result = fix.fix_source(job.data, job.codes, job.display_path, project.fixes, reach)
+        result = fix.fix_source(job.data, job.codes, job.display_path, project.fixes, reach, job.release)
         if not result.changed:
             return {}
         new = result.text.encode(result.encoding)

@@ -40,6 +40,12 @@ def run(capsys, *args: str) -> tuple[int, str, str]:
     return status, out, err
 
 
+def related_places(capsys, *args: str) -> list[list[tuple[int | None, int]]]:
+    """The (cell, row) of the places each finding points at, from JSON output."""
+    cli.main(["check", *args, "--no-cache", "--output-format", "json"])
+    return [[(r["cell"], r["location"]["row"]) for r in d["related"]] for d in json.loads(capsys.readouterr().out)]
+
+
 # -- files that cannot be parsed: NG000, and the others are still checked and fixed ------------
 
 BLOCKS = "".join(" " * depth + "if x:\n" for depth in range(120)) + " " * 120 + "pass\n"
@@ -116,8 +122,9 @@ def test_a_region_too_deep_for_libcst_is_refused_not_a_crash(tmp_path):
     (tmp_path / "m.py").write_text(source)
     for command in ("check", "fix"):
         done = subprocess.run([sys.executable, "-m", "lint_nograd", command, "--isolated", "--no-cache",
-                               "--output-format", "concise", "m.py"], capture_output=True, text=True, cwd=tmp_path)
-        assert done.returncode == 1 and "(no fix: the region's code is nested too deeply)" in done.stdout
+                               "m.py"], capture_output=True, text=True, cwd=tmp_path)
+        help = " ".join(line.strip() for line in done.stdout.splitlines() if not line.startswith("m.py"))
+        assert done.returncode == 1 and "(no fix: the region's code is nested too deeply)" in help
     assert (tmp_path / "m.py").read_text() == source
 
 
@@ -141,7 +148,7 @@ def test_a_folder_named_like_a_source_file_is_searched(project, capsys):
     (project / "empty.ipynb").mkdir()
     status, out, err = run(capsys, "check", "x.py", "empty.ipynb")
     assert (status, err) == (1, "") and out.startswith("x.py/inner.py:6:10: NG004")
-    assert run(capsys, "check", "empty.ipynb")[:2] == (0, "All checks passed!\n")
+    assert run(capsys, "check", "empty.ipynb")[:2] == (0, "No findings.\n")
 
 
 def test_a_file_removed_before_it_is_read(project, capsys, monkeypatch):
@@ -166,8 +173,8 @@ def test_a_file_removed_before_it_is_written(project, capsys, monkeypatch):
     (project / "gone.py").write_text(FIXABLE)
     fix_pending = cli.fix_pending
 
-    def fix_then_remove(data, display_path, codes, reach, settings):
-        outcome = fix_pending(data, display_path, codes, reach, settings)
+    def fix_then_remove(data, display_path, codes, reach, settings, *rest):
+        outcome = fix_pending(data, display_path, codes, reach, settings, *rest)
         (project / "gone.py").unlink(missing_ok=True)
         return outcome
 
@@ -204,10 +211,10 @@ def test_an_internal_error_in_one_file_names_it_and_the_run_goes_on(project, cap
 
     real = fix.fix_source
 
-    def fails_on_bad(data, codes, display_path, settings, reach=None):
+    def fails_on_bad(data, codes, display_path, settings, reach=None, torch_version=None):
         if display_path == "bad.py":
             raise RuntimeError("unexpected")
-        return real(data, codes, display_path, settings, reach)
+        return real(data, codes, display_path, settings, reach, torch_version)
 
     (project / "bad.py").write_text(FIXABLE)
     monkeypatch.setattr(fix, "fix_source", fails_on_bad)
@@ -458,8 +465,8 @@ def test_a_notebook_with_cr_line_endings(project, capsys):
     (project / "nb.ipynb").write_bytes(notebook(["x = 1\r", "y = 2\r"], cr))
     status, out, err = run(capsys, "check", "nb.ipynb")
     assert (status, err) == (1, "") and out.startswith(
-        "nb.ipynb:cell 2:6:10: NG004 [*] `no_grad` region in `f`, reached in forward mode by `jacfwd(...)` "
-        "at cell 2, line 11")
+        "nb.ipynb:cell 2:6:10: NG004 [*] `jacfwd(...)` ignores this `no_grad` region")
+    assert related_places(capsys, "nb.ipynb") == [[(2, 11)]]  # the call that reaches it
     assert run(capsys, "fix", "nb.ipynb")[0] == 0
     assert (project / "nb.ipynb").read_bytes() == notebook(  # new lines take the first line break
         ["from lint_nograd import stop_gradient\r", "x = 1\r", "y = 2\r"],
@@ -470,8 +477,8 @@ def test_a_finding_in_a_later_cell_names_its_cell_and_row(project, capsys):
     cells = [["x = (1,\r", "2)\r", "%time x\n"], ["y = 1\n"], FIXABLE_LINES]
     (project / "nb.ipynb").write_bytes(notebook(*cells))
     status, out, _ = run(capsys, "check", "nb.ipynb")
-    assert status == 1 and out.startswith("nb.ipynb:cell 3:6:10: NG004 [*] `no_grad` region in `f`, reached "
-                                          "in forward mode by `jacfwd(...)` at cell 3, line 11")
+    assert status == 1 and out.startswith("nb.ipynb:cell 3:6:10: NG004 [*] `jacfwd(...)` ignores this")
+    assert related_places(capsys, "nb.ipynb") == [[(3, 11)]]
 
 
 @pytest.mark.parametrize("line_break", ["\n", "\r\n", "\r"], ids=["LF", "CRLF", "CR"])
@@ -494,8 +501,9 @@ def test_the_findings_left_by_fix_name_their_cell_and_row(project, capsys):
     imported = ["from lint_nograd import stop_gradient\n", *FIXABLE_LINES]  # no import to add: a line less
     (project / "nb.ipynb").write_bytes(notebook(imported, ["y = 1\n"], left))
     status, out, _ = run(capsys, "fix", "nb.ipynb")
-    assert status == 1 and out.startswith("nb.ipynb:cell 3:3:9: NG001 `grad(...)` runs inside a `no_grad` "
+    assert status == 1 and out.startswith("nb.ipynb:cell 3:3:9: NG001 `grad(...)` ignores the `no_grad` "
                                           "region (cell 3, line 2)")
+    assert related_places(capsys, "nb.ipynb") == [[(3, 2)]]
 
 
 def test_a_notebook_nested_too_deeply_is_an_ng000(project, capsys):

@@ -85,6 +85,17 @@ def test_another_selection_misses_the_cache(project, parsed, capsys):
     assert len(parsed) > before and '"NG003"' not in out and '"NG001"' in out
 
 
+def test_another_torch_version_misses_the_cache(project, parsed, capsys):
+    """What a rule says depends on the release: NG002 is an error where it returns zeros."""
+    new = check(capsys, "--torch-version", "2.13")
+    before = len(parsed)
+    old = check(capsys, "--torch-version", "2.5")
+    assert len(parsed) > before and new != old
+    assert check(capsys, "--torch-version", "2.5") == old and check(capsys, "--torch-version", "2.13") == new
+    assert {d["severity"] for d in json.loads(new[1]) if d["code"] == "NG002"} == {"warning"}
+    assert {d["severity"] for d in json.loads(old[1]) if d["code"] == "NG002"} == {"error"}
+
+
 def test_cache_dir_option_and_a_damaged_cache(project, parsed, capsys, tmp_path):
     folder = tmp_path / "elsewhere"
     first = check(capsys, "--cache-dir", str(folder))
@@ -180,6 +191,11 @@ def _first_finding(section: dict) -> dict:
     return next(found for found in _stored_findings(section) if found)[0]
 
 
+def _first_related(section: dict) -> dict:
+    return next(finding["related"][0] for found in _stored_findings(section) for finding in found
+                if finding["related"])
+
+
 def _some_entry(section: dict) -> dict:
     return next(entry for entry in section["entries"].values() if entry.get("local"))
 
@@ -194,6 +210,10 @@ DAMAGES = {
     "findings that are a dict": lambda section: _some_entry(section)["local"].update({"k": {"a": 1}}),
     "a missing key": lambda section: _first_finding(section).pop("severity"),
     "an extra key": lambda section: _first_finding(section).update(extra=1),
+    "a help that is a number": lambda section: _first_finding(section).update(help=1),
+    "related that is a dict": lambda section: _first_finding(section).update(related={}),
+    "a related place of another shape": lambda section: _first_related(section).update(row="3"),
+    "a related place without a path": lambda section: _first_related(section).pop("path"),
     "an edit of another shape": lambda section: next(
         found for entry in _stored_findings(section) for found in entry if found["fix"]
     )["fix"]["edits"].append({"content": 1}),

@@ -16,11 +16,18 @@ from lint_nograd.registry import RULES
 
 FIXTURES = Path(__file__).parent / "fixtures" / "checker"
 CASES = sorted(FIXTURES.glob("*.py"))
+TORCH = "2.13"  # the release the expectations are for (test_torch_version.py compares releases)
 
 
 def render(path: Path) -> str:
-    diagnostics = check_with_fixes(path.read_bytes(), path.name, frozenset(RULES))
-    return "".join(f"{d.row}:{d.col} {d.code} {d.message}\n" for d in diagnostics)
+    diagnostics = check_with_fixes(path.read_bytes(), path.name, frozenset(RULES), torch_version=TORCH)
+    return "".join(f"{d.row}:{d.col} {d.code} {d.message}\n" + "".join(
+        f"    {r.row}:{r.col}: {r.message}\n" for r in d.related) + _no_fix(d.help) for d in diagnostics)
+
+
+def _no_fix(help: str) -> str:
+    """Why a fixable finding has no fix: the end of its help."""
+    return f"    {help[help.rindex('(no fix: ') + 1:-1]}\n" if "(no fix: " in help else ""
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda path: path.stem)
@@ -41,7 +48,7 @@ def test_every_positive_fixture_reports_its_own_code(prefix: str):
                  and "shadowed" not in case.stem]
     assert positives
     for case in positives:
-        codes = {line.split()[1] for line in render(case).splitlines()}
+        codes = {line.split()[1] for line in render(case).splitlines() if not line.startswith(" ")}
         assert codes == {code}, case.name
     for case in set(cases) - set(positives):
         assert render(case) == "", case.name

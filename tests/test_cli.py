@@ -38,7 +38,7 @@ def project(tmp_path, monkeypatch):
     """An empty project folder as the current one, checked by the stand-in engine."""
     (tmp_path / "pyproject.toml").write_text("[tool.lint-nograd]\n")  # stops the upward search
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(engine, "facts", lambda data, shown, codes: engine.FileFacts(
+    monkeypatch.setattr(engine, "facts", lambda data, shown, codes, **_: engine.FileFacts(
         stand_in_check_source(data, shown, codes), None))
     monkeypatch.setattr(engine, "codes_to_check", lambda data, codes: codes)  # no gate
     monkeypatch.setattr(cli, "Cache", lambda folder, *_: Cache(None))  # the cache has tests of its own
@@ -95,7 +95,7 @@ def test_full_output_is_the_default(run, project):
         "1 | with no_grad():  # NG004\n"
         "  |                    ^^^^^\n"
         "  |\n"
-        "  = help: rewrite\n"
+        "  = fix: rewrite\n"
         "\n"
         "Found 1 error.\n"
         "[*] 1 fixable with `lint-nograd fix`.\n"
@@ -109,7 +109,7 @@ def test_concise_output_sorted_by_path_and_position(run, project):
         "a.py:3:1: NG003 found backward-without-graph",
         "b.py:1:1: NG001 found transform-under-no-grad",
         "b.py:1:7: NG004 [*] found no-grad-under-forward-mode",
-        "Found 3 errors.",
+        "Found 2 errors and 1 warning.",
         "[*] 1 fixable with `lint-nograd fix`.",
     ]
 
@@ -132,7 +132,7 @@ def test_json_of_a_clean_run(run, project):
 
 def codes_checked(project, monkeypatch, *args) -> frozenset[str]:
     seen = []
-    monkeypatch.setattr(engine, "facts", lambda data, shown, codes: seen.append(codes) or engine.FileFacts([], None))
+    monkeypatch.setattr(engine, "facts", lambda data, shown, codes, **_: seen.append(codes) or engine.FileFacts([], None))
     assert cli.main(["check", *args]) == 0
     [codes] = seen
     return codes
@@ -240,7 +240,7 @@ def test_statistics(run, project):
     assert status == 1
     assert out == ("3  NG001      transform-under-no-grad\n"
                    "1  NG004  [*] no-grad-under-forward-mode\n"
-                   "Found 4 errors.\n[*] 1 fixable with `lint-nograd fix`.\n")
+                   "Found 1 error and 3 warnings.\n[*] 1 fixable with `lint-nograd fix`.\n")
 
 
 @pytest.mark.parametrize("args, env, colored", [
@@ -325,7 +325,7 @@ def test_console_script(tmp_path, pyproject, args, status, stderr):
     assert result.returncode == status
     assert result.stderr.startswith(stderr) and "Traceback" not in result.stderr
     if status == 0:
-        assert result.stdout == "All checks passed!\n"
+        assert result.stdout == "No findings.\n"
 
 
 def test_console_script_prints_a_rule_page(tmp_path):

@@ -60,7 +60,7 @@ def test_output_file_takes_the_report_and_stderr_keeps_the_errors(project):
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == "lint-nograd: error: path does not exist: missing.py\n"
     report = (project / "report.txt").read_text()
-    assert report.startswith("n.py:5:9: NG001 ") and report.endswith("Found 1 error.\n")
+    assert report.startswith("n.py:5:9: NG001 ") and report.endswith("Found 1 warning.\n")
     assert [path.name for path in project.iterdir() if path.name.endswith(".tmp")] == []
 
 
@@ -89,7 +89,7 @@ def test_a_dash_reads_standard_input(project, args, shown):
     assert done.returncode == 1 and done.stdout.startswith(f"{shown}:5:9: NG001 ")
     fixed = lint_nograd("fix", *args, cwd=project, stdin=FIXABLE)
     assert fixed.returncode == 0 and "s = stop_gradient(x.mean())" in fixed.stdout
-    assert "All checks passed!" in fixed.stderr and list(project.iterdir()) == [project / "pyproject.toml"]
+    assert "No findings." in fixed.stderr and list(project.iterdir()) == [project / "pyproject.toml"]
 
 
 # -q, -qq, --silent
@@ -98,7 +98,7 @@ def test_a_dash_reads_standard_input(project, args, shown):
 def test_quiet_prints_findings_only_and_qq_nothing(project, quiet, lines):
     (project / "n.py").write_text(NOT_FIXABLE)
     loud = lint_nograd("check", "--output-format", "concise", cwd=project).stdout.splitlines(keepends=True)
-    assert loud[0].startswith("n.py:5:9: NG001 ") and loud[1:] == ["Found 1 error.\n"]
+    assert loud[0].startswith("n.py:5:9: NG001 ") and loud[1:] == ["Found 1 warning.\n"]
     done = lint_nograd("check", "--output-format", "concise", *quiet, cwd=project)
     assert (done.returncode, done.stdout, done.stderr) == (1, "".join(loud[:lines]), "")
 
@@ -147,7 +147,7 @@ def test_add_noqa_merges_into_existing_comments_and_leaves_the_file_clean(projec
         "d = grad(abs)(2.0)", "d = grad(abs)(2.0)  # noqa: NG001")
     # the finding whose line ends inside a string stays: a comment there would change the string
     left = lint_nograd("check", "--output-format", "concise", cwd=project)
-    assert left.returncode == 1 and left.stdout.startswith("m.py:8:9: NG001 ") and "Found 1 error." in left.stdout
+    assert left.returncode == 1 and left.stdout.startswith("m.py:8:9: NG001 ") and "Found 1 warning." in left.stdout
     again = lint_nograd("check", "--add-noqa", cwd=project)
     assert (again.returncode, again.stderr) == (0, "")
 
@@ -202,8 +202,8 @@ def test_watch_checks_again_when_a_file_changes(project):
     finally:
         process.terminate()
         out, _ = process.communicate(timeout=30)
-    assert out.startswith("n.py:5:9: NG001 ") and "Found 1 error.\n" in out
-    assert out.endswith("All checks passed!\n")
+    assert out.startswith("n.py:5:9: NG001 ") and "Found 1 warning.\n" in out
+    assert out.endswith("No findings.\n")
 
 
 def test_watch_without_watchfiles_says_what_to_install(project, capsys, monkeypatch):
@@ -259,8 +259,12 @@ def test_sarif_uris_are_relative_to_the_repository_root(repository, cwd, paths):
     assert all(result["locations"][0]["physicalLocation"]["artifactLocation"]["uriBaseId"] == "%SRCROOT%"
                for result in run["results"])
     [cell] = [result for result in run["results"] if result["ruleId"] == "NG004"]
-    assert cell["message"]["text"].startswith("cell 3, line 2, column 10: `no_grad` region in `centered`")
+    assert cell["message"]["text"].startswith("cell 3, line 2, column 10: `jacfwd(...)` ignores this `no_grad`")
     assert cell["locations"][0]["physicalLocation"]["region"] == {"startLine": 1}  # a line of the notebook
+    [reaching] = cell["relatedLocations"]  # the call, in another cell: named the same way
+    assert reaching["message"]["text"].startswith("cell 4, line 3, column ")
+    assert reaching["physicalLocation"] == {"artifactLocation": {"uri": "pkg/sub/nb.ipynb", "uriBaseId": "%SRCROOT%"},
+                                            "region": {"startLine": 1}}
 
 
 def test_sarif_without_a_repository_is_relative_to_the_project_root(repository):

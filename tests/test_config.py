@@ -96,9 +96,11 @@ respect-gitignore = false
 per-file-ignores = {"tests/*" = ["NG003"], "conftest.py" = ["NG004", "NG005"], "!src/*" = ["NG006"]}
 stop-gradient = "mypkg.autodiff.stop_gradient"
 unsafe-fixes = true
+torch-version = "2.4.1"
 """)
     config = load_config(cwd=tmp_path)
     assert config.stop_gradient == "mypkg.autodiff.stop_gradient" and config.unsafe_fixes is True
+    assert config.torch_version == "2.4"
     assert config.rules == layer(select=DEFAULT_SELECT, extend_select={"NG001"}, ignore={"NG002"})
     assert config.exclude == ("generated",) and config.extend_exclude == ("scratch/*.py",)
     assert config.respect_gitignore is False
@@ -132,6 +134,10 @@ def test_explicit_config_file(tmp_path):
     ("[tool.lint-nograd]\nstop-gradient = 'my-pkg.stop_gradient'\n", "must be `detach` or the import path"),
     ("[tool.lint-nograd]\nstop-gradient = 'mypkg.import.stop_gradient'\n", "must be `detach` or the import path"),
     ("[tool.lint-nograd]\nstop-gradient = ['detach']\n", "must be `detach` or the import path"),
+    ("[tool.lint-nograd]\ntorch-version = 2.4\n", '`torch-version` in .* must be a string, such as "2.4", not 2.4'),
+    ("[tool.lint-nograd]\ntorch-version = 'latest'\n", '`torch-version` .* must be a torch release such as "2.4"'),
+    ("[tool.lint-nograd]\ntorch-version = '2.4.1+cpu'\n", "must be a torch release such as"),
+    ("[tool.lint-nograd]\ntorch-version = '1.13'\n", "1.13 is older than the releases lint-nograd knows, 2.1 and newer"),
 ])
 def test_bad_config(tmp_path, text, message):
     write(tmp_path / "pyproject.toml", text)

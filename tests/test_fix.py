@@ -68,7 +68,7 @@ def offered(text: str, settings: FixSettings = UNSAFE) -> str:
         if d.fix is not None:
             lines.append(f"{d.row} {d.code} {d.fix.applicability}: {d.fix.message}\n")
         else:
-            lines.append(f"{d.row} {d.code} {d.message[d.message.rindex('(no fix: ') + 1:-1]}\n")
+            lines.append(f"{d.row} {d.code} {d.help[d.help.rindex('(no fix: ') + 1:-1]}\n")
     return "".join(lines)
 
 
@@ -299,7 +299,7 @@ def test_the_check_path_imports_libcst_only_for_fixable_findings():
             "assert d.code == 'NG001' and d.fix is None; "
             "assert 'libcst' not in sys.modules, 'libcst imported'; "
             f"found = check_with_fixes({SOURCE!r}.encode(), 'm.py', frozenset(RULES)); "
-            "assert sum(d.fix is not None for d in found) == 2 and 'no fix: in-place' in found[1].message")
+            "assert sum(d.fix is not None for d in found) == 2 and 'no fix: in-place' in found[1].help")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

@@ -108,7 +108,7 @@ def test_source_from_stdin(tmp_path):
     assert line.startswith("notebook_cell.py:5:9: NG001 ")
 
 
-def test_the_fix_marker_and_why_there_is_no_fix(tmp_path):
+def test_the_fix_marker(tmp_path):
     refused = ("import torch\nfrom torch.func import jacfwd\n\n\ndef g(x, buf):\n    with torch.no_grad():\n"
                "        buf.add_(x)\n    return x\n\n\njacfwd(g)\n")
     (tmp_path / "fixable.py").write_text((EXAMPLES / "meta_learning.py").read_text())
@@ -116,7 +116,7 @@ def test_the_fix_marker_and_why_there_is_no_fix(tmp_path):
     from_flake8 = flake8("fixable.py", "refused.py", cwd=tmp_path)
     assert from_flake8 == lint_nograd("fixable.py", "refused.py", cwd=tmp_path)
     assert any(" NG006 [*] " in line for line in from_flake8)
-    assert any(line.startswith("refused.py:6:10: NG004 ") and "(no fix: " in line for line in from_flake8)
+    assert any(line.startswith("refused.py:6:10: NG004 `jacfwd(...)` ") for line in from_flake8)  # no [*]
 
 
 def test_the_plugin_reads_only_the_lines_it_is_given():

@@ -30,11 +30,24 @@ def test_check_names_the_cell_and_the_line_in_it(notebook, capsys):
     status, out = run(capsys, "check", ".")  # a folder is searched for notebooks too
     assert status == 1
     lines = out.splitlines()
-    assert lines[0].startswith("nb.ipynb:cell 3:2:10: NG004 [*] `no_grad` region in `centered`, "
-                               "reached in forward mode by `jacfwd(...)` at cell 4, line 3")
-    assert lines[1].startswith("nb.ipynb:cell 6:2:13: NG001 `grad(...)` runs inside a `no_grad` "
-                               "region (cell 6, line 1)")
+    assert lines[0] == ("nb.ipynb:cell 3:2:10: NG004 [*] `jacfwd(...)` ignores this `no_grad` region: "
+                        "forward-mode gradients flow through it")
+    assert lines[1] == ("nb.ipynb:cell 6:2:13: NG001 `grad(...)` ignores the `no_grad` region (cell 6, line 1) "
+                        "around it and differentiates anyway")
     assert len(lines) == 4  # two findings, the summary: magics, shell lines and %%bash broke nothing
+
+
+def test_related_places_name_their_cell(notebook, capsys):
+    """The call that reaches a region in another cell is pointed at in that cell, in every format."""
+    assert cli.main(["check", "nb.ipynb", "--no-cache", "--output-format", "json"]) == 1
+    forward, under = json.loads(capsys.readouterr().out)
+    [reacher] = forward["related"]
+    assert (reacher["filename"], reacher["cell"], reacher["location"]) == ("nb.ipynb", 4, {"row": 3, "column": 15})
+    assert reacher["message"].endswith("reaches it in forward mode")
+    [region] = under["related"]
+    assert (region["cell"], region["location"]["row"], region["message"]) == (6, 1, "the `no_grad` region")
+    assert cli.main(["check", "nb.ipynb", "--no-cache"]) == 1
+    assert "  = note: nb.ipynb:cell 4:3:15: `jacfwd(centered)` reaches it in forward mode\n" in capsys.readouterr().out
 
 
 def test_fix_rewrites_code_cells_only(notebook, capsys):

@@ -9,12 +9,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lint_nograd import output
-from lint_nograd.diagnostics import Diagnostic, Edit, Fix
+from lint_nograd.diagnostics import Diagnostic, Edit, Fix, Related
 from lint_nograd.registry import RULES
 
 FIX = Fix("Use stop_gradient", (Edit("stop_gradient(x)", 3, 5, 3, 13),))
+REACHER = Related("`jvp(f)` reaches it", "pkg/train.py", 7, 1, 7, 7)
 FIXABLE = Diagnostic("NG004", "no_grad under jvp", "pkg/model.py", 3, 5, 3, 13, "error",
-                     "    with torch.no_grad():\n", FIX)
+                     "    with torch.no_grad():\n", FIX, help="Forward mode ignores grad mode.", related=(REACHER,))
 WARNING = Diagnostic("NG001", "vmap under no_grad", "train.py", 12, 1, 12, 5, "warning",
                      "vmap(f)(x)")
 UNSAFE = Diagnostic("NG006", "no_grad under grad", "pkg/model.py", 9, 5, 9, 13, "warning",
@@ -36,7 +37,9 @@ def test_full_shows_source_with_carets_and_help():
         "3 |     with torch.no_grad():\n"
         "  |     ^^^^^^^^\n"
         "  |\n"
-        "  = help: Use stop_gradient\n"
+        "  = note: pkg/train.py:7:1: `jvp(f)` reaches it\n"
+        "  = help: Forward mode ignores grad mode.\n"
+        "  = fix: Use stop_gradient\n"
         "\n"
         "train.py:12:1: NG001 vmap under no_grad\n"
         "   |\n"
@@ -58,6 +61,16 @@ def test_full_caret_line(source, col, end_row, end_col, caret_line):
     assert output.render([diagnostic], "full").splitlines()[3] == "  | " + caret_line
 
 
+def test_full_wraps_help_and_notes_at_100_columns():
+    words = " ".join(["because"] * 40)
+    diagnostic = Diagnostic("NG001", "m", "a.py", 1, 1, 1, 2, help=words,
+                            related=(Related(words, "n.ipynb", 2, 1, 2, 3, cell=4),))
+    lines = output.render([diagnostic], "full").splitlines()
+    assert lines[1].startswith("  = note: n.ipynb:cell 4:2:1: because because") and lines[2].startswith(" " * 10 + "because")
+    assert any(line.startswith("  = help: because") for line in lines)
+    assert all(len(line) <= output.WIDTH for line in lines) and "\n".join(lines).count("because") == 80
+
+
 def test_full_without_source_line_is_the_header_only():
     diagnostic = Diagnostic("NG000", "cannot parse", "a.py", 1, 1, 1, 1)
     assert output.render([diagnostic], "full") == "a.py:1:1: NG000 cannot parse\n\n"
@@ -70,21 +83,25 @@ def test_color_only_when_asked():
 
 
 @pytest.mark.parametrize("diagnostics, text", [
-    ([], "All checks passed!\n"),
-    ([WARNING], "Found 1 error.\n"),
-    ([FIXABLE, WARNING], "Found 2 errors.\n[*] 1 fixable with `lint-nograd fix`.\n"),
+    ([], "No findings.\n"),
+    ([WARNING], "Found 1 warning.\n"),
+    ([FIXABLE], "Found 1 error.\n[*] 1 fixable with `lint-nograd fix`.\n"),
+    ([WARNING, WARNING], "Found 2 warnings.\n"),
+    ([FIXABLE, WARNING], "Found 1 error and 1 warning.\n[*] 1 fixable with `lint-nograd fix`.\n"),
+    ([FIXABLE, FIXABLE, WARNING, WARNING, WARNING],
+     "Found 2 errors and 3 warnings.\n[*] 2 fixable with `lint-nograd fix`.\n"),
 ])
 def test_summary(diagnostics, text):
     assert output.summary(diagnostics) == text
 
 
 @pytest.mark.parametrize("diagnostics, unsafe_fixes, text", [
-    ([UNSAFE], False, "Found 1 error.\nNo fixes available (1 hidden fix can be enabled with the "
+    ([UNSAFE], False, "Found 1 warning.\nNo fixes available (1 hidden fix can be enabled with the "
                       "`--unsafe-fixes` option).\n"),
-    ([FIXABLE, UNSAFE, UNSAFE], False, "Found 3 errors.\n[*] 1 fixable with `lint-nograd fix` (2 hidden fixes "
+    ([FIXABLE, UNSAFE, UNSAFE], False, "Found 1 error and 2 warnings.\n[*] 1 fixable with `lint-nograd fix` (2 hidden fixes "
                                        "can be enabled with the `--unsafe-fixes` option).\n"),
-    ([FIXABLE, UNSAFE], True, "Found 2 errors.\n[*] 2 fixable with `lint-nograd fix --unsafe-fixes`.\n"),
-    ([FIXABLE, WARNING], True, "Found 2 errors.\n[*] 1 fixable with `lint-nograd fix`.\n"),
+    ([FIXABLE, UNSAFE], True, "Found 1 error and 1 warning.\n[*] 2 fixable with `lint-nograd fix --unsafe-fixes`.\n"),
+    ([FIXABLE, WARNING], True, "Found 1 error and 1 warning.\n[*] 1 fixable with `lint-nograd fix`.\n"),
 ])
 def test_summary_counts_unsafe_fixes_as_hidden_unless_asked(diagnostics, unsafe_fixes, text):
     assert output.summary(diagnostics, unsafe_fixes) == text
@@ -93,7 +110,7 @@ def test_summary_counts_unsafe_fixes_as_hidden_unless_asked(diagnostics, unsafe_
 def test_only_fixes_a_run_applies_are_marked():
     assert output.render([UNSAFE], "concise") == "pkg/model.py:9:5: NG006 no_grad under grad\n"
     assert output.render([UNSAFE], "concise", unsafe_fixes=True) == "pkg/model.py:9:5: NG006 [*] no_grad under grad\n"
-    assert "= help: Keep the region (an unsafe fix: `--unsafe-fixes` applies it)" in output.render([UNSAFE], "full")
+    assert "= fix: Keep the region (an unsafe fix: `--unsafe-fixes` applies it)" in output.render([UNSAFE], "full")
     assert output.statistics([UNSAFE], "text") == "1  NG006      no-grad-in-transformed-function\n"
     assert output.statistics([UNSAFE], "text", unsafe_fixes=True) == "1  NG006  [*] no-grad-in-transformed-function\n"
 
@@ -131,6 +148,9 @@ def test_json_has_ruffs_keys_and_one_based_positions():
         "location": {"row": 3, "column": 5},
         "end_location": {"row": 3, "column": 13},
         "noqa_row": 3,
+        "help": "Forward mode ignores grad mode.",
+        "related": [{"message": "`jvp(f)` reaches it", "filename": "pkg/train.py", "cell": None,
+                     "location": {"row": 7, "column": 1}, "end_location": {"row": 7, "column": 7}}],
         "url": None,
         "fix": {
             "applicability": "safe",
@@ -140,6 +160,7 @@ def test_json_has_ruffs_keys_and_one_based_positions():
         },
     }
     assert plain["fix"] is None and plain["severity"] == "warning"
+    assert plain["help"] is None and plain["related"] == []
 
 
 def test_json_of_nothing_is_an_empty_list():
@@ -166,12 +187,17 @@ def test_sarif_required_fields():
     location = first["locations"][0]["physicalLocation"]
     assert location["artifactLocation"]["uri"] == "pkg/model.py"
     assert location["region"] == {"startLine": 3, "startColumn": 5, "endLine": 3, "endColumn": 13}
-    assert "fixes" not in second and "properties" not in second
+    assert "fixes" not in second and "properties" not in second and "relatedLocations" not in second
+    assert first["properties"]["help"] == "Forward mode ignores grad mode."
+    [related] = first["relatedLocations"]
+    assert related == {"id": 0, "message": {"text": "`jvp(f)` reaches it"}, "physicalLocation": {
+        "artifactLocation": {"uri": "pkg/train.py"},
+        "region": {"startLine": 7, "startColumn": 1, "endLine": 7, "endColumn": 7}}}
 
 
 def test_sarif_carries_each_fix_and_its_applicability():
     safe, unsafe = json.loads(output.render([FIXABLE, UNSAFE], "sarif"))["runs"][0]["results"]
-    assert safe["properties"] == {"fixApplicability": "safe"} and unsafe["properties"] == {"fixApplicability": "unsafe"}
+    assert safe["properties"]["fixApplicability"] == "safe" and unsafe["properties"] == {"fixApplicability": "unsafe"}
     [fix] = unsafe["fixes"]
     assert fix["description"]["text"] == "Keep the region" and fix["properties"] == {"applicability": "unsafe"}
     [change] = fix["artifactChanges"]

@@ -1,6 +1,7 @@
 """Whole-project analysis: each `fixtures/projects/<case>/` is a small project (a `pyproject.toml`
 with a `[tool.lint-nograd]` table, several modules), and each of its `expect*.txt` files starts with
-the command line to run there (`# check pkg/train.py`), followed by the exact concise output.
+the command line to run there (`# check pkg/train.py`), followed by the exact output (concise
+unless the command line names another format).
 
 After an intended change of messages, regenerate with
 `LINT_NOGRAD_UPDATE_FIXTURES=1 pytest tests/test_project_fixtures.py` and review the diff.
@@ -21,11 +22,13 @@ EXPECTATIONS = sorted(PROJECTS.glob("*/expect*.txt"))
 
 
 def run(project: Path, args: list[str], capsys, *extra: str) -> str:
-    """The concise output, what went to standard error, and the exit status."""
+    """The output (concise unless the expectation names a format), what went to standard error, and
+    the exit status."""
     old = Path.cwd()
     os.chdir(project)
     try:
-        status = cli.main([*args, "--output-format", "concise", *extra])
+        concise = [] if "--output-format" in args else ["--output-format", "concise"]
+        status = cli.main([*args, *concise, *extra])
     finally:
         os.chdir(old)
     out, err = capsys.readouterr()

@@ -42,7 +42,7 @@ def test_try_it_checks_the_example_as_the_readme_says():
     done = shell(command + " --no-cache --output-format concise", ROOT)
     assert done.returncode == 1
     # what the README says: four findings, one with a safe fix and one with an unsafe fix
-    assert ("Found 4 errors.\n[*] 1 fixable with `lint-nograd fix` (1 hidden fix can be enabled with the "
+    assert ("Found 2 errors and 2 warnings.\n[*] 1 fixable with `lint-nograd fix` (1 hidden fix can be enabled with the "
             "`--unsafe-fixes` option).\n") in done.stdout
 
 

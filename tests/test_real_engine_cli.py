@@ -19,10 +19,12 @@ def lint_nograd(*args: str, cwd: Path | None = None) -> subprocess.CompletedProc
 
 
 def test_concise_output_matches_the_fixture_tables():
-    run = lint_nograd("check", "--isolated", "--no-cache", "--output-format", "concise", ".", cwd=FIXTURES)
+    run = lint_nograd("check", "--isolated", "--no-cache", "--output-format", "concise", "--torch-version", "2.13",
+                      ".", cwd=FIXTURES)
     assert run.returncode == 1, run.stderr
     expected = sorted(f"{case.with_suffix('.py').name}:{line.split(' ', 1)[0]}: {line.split(' ', 1)[1]}"
-                      for case in FIXTURES.glob("*.txt") for line in case.read_text().splitlines())
+                      for case in FIXTURES.glob("*.txt") for line in case.read_text().splitlines()
+                      if not line.startswith(" "))  # a related place, or why there is no fix
     got = sorted(line.replace(" [*] ", " ", 1) for line in run.stdout.splitlines()
                  if line.count(":") >= 3 and " NG0" in line)
     assert got == expected

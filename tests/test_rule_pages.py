@@ -60,3 +60,13 @@ def test_the_memory_preserving_form_of_ng004():
     assert codes_in(before) == ["NG004"] and codes_in(after) == []
     assert fix_text(before) == before  # an unsafe fix: `teacher(x)` is a call the file cannot see into
     assert fix_text(before, settings=FixSettings(unsafe_fixes=True)) == after
+
+
+@pytest.mark.parametrize("args", [[code] for code in RULES] + [["--all"]], ids=lambda args: args[0])
+def test_rule_output_fits_80_columns(args, capsys):
+    """`lint-nograd rule` prints the page as it is: prose and code alike wrap at 80 columns."""
+    from lint_nograd import cli
+
+    assert cli.main(["rule", *args]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines and max(len(line) for line in lines) <= 80

@@ -3,10 +3,20 @@ with `@torch.no_grad()` or returns a value it computes in a region (in this modu
 Every return of the function must hand back such a value; the project tells which function it is."""
 from __future__ import annotations
 
+from lint_nograd.checks import fit, shorten
+from lint_nograd.checks.backward_without_graph import HELP
 from lint_nograd.summary import BackwardSite, Function
 
+__all__ = ["HELP", "message", "related_message"]
 
-def message(site: BackwardSite, function: Function, where: str) -> str:
-    return (f"`{site.name}` comes from `{site.callee_text}(...)`, which computes it in the "
-            f"`{function.returns_api}` region at {where}, so it has no autograd graph: backward through it "
-            "raises `RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn`")
+
+def message(site: BackwardSite, function: Function) -> str:
+    """`val` has no graph to backward through: `evaluate(...)` computes it under `no_grad`"""
+    name, callee = shorten(site.name), shorten(site.callee_text)
+    return fit(f"`{name}` has no graph to backward through: `{callee}(...)` computes it under `{function.returns_api}`",
+               f"`{name}` has no graph to backward through: `{callee}(...)` computes it in a region",
+               f"`{name}` has no graph: `{callee}(...)` computes it in a region")
+
+
+def related_message(site: BackwardSite, function: Function) -> str:
+    return f"`{shorten(site.callee_text, 40)}(...)` returns what it computes in this `{function.returns_api}` region"

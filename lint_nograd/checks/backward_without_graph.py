@@ -8,15 +8,24 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from lint_nograd.checks import Finding
+from lint_nograd.checks import Finding, fit, shorten
 from lint_nograd.model import SemanticModel
+from lint_nograd.releases import Behaviour
+
+HELP = ("Operations in a grad-disabled region record no autograd graph, so backward through their "
+        "result raises `RuntimeError: element 0 of tensors does not require grad and does not have a "
+        "grad_fn`. Compute the value outside the region, or call backward on another one.")
 
 
-def check(model: SemanticModel, codes: frozenset[str]) -> Iterator[Finding]:
+def message(name: str, api: str, where: str) -> str:
+    """`loss` has no graph to backward through: computed under `no_grad` (line 6)"""
+    return fit(f"`{shorten(name)}` has no graph to backward through: computed under `{api}` ({where})",
+               f"`{shorten(name)}` has no graph to backward through: computed under `{api}`",
+               f"`{shorten(name)}` has no graph to backward through: computed in a grad-disabled region")
+
+
+def check(model: SemanticModel, codes: frozenset[str], release: Behaviour, torch_version: str) -> Iterator[Finding]:
     for backward in model.graphless_backwards:
         region = backward.region
-        yield Finding(
-            "NG003", backward.call,
-            f"`{backward.name}` was computed in the `{region.describe()}` region at line "
-            f"{region.expr.lineno} and has no autograd graph: backward through it raises "
-            "`RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn`")
+        yield Finding("NG003", backward.call, message(backward.name, region.describe(), f"line {region.expr.lineno}"),
+                      help=HELP, related=((f"the `{region.describe()}` region", region.expr),))

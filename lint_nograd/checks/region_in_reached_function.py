@@ -4,67 +4,94 @@ Reverse mode respects the region at every level. Forward mode ignores grad mode 
 78961, 128600), and `torch.fx.symbolic_trace`, `torch.jit.trace`, plain `make_fx` and the other
 fx-based tracers drop the region from the graph they record (pytorch issue 62043): both silently
 change the results. Which calls reach which function is the project's business (`project.py`);
-this decides what a region so reached means.
+this decides what a region so reached means, for the release `lint_nograd.releases` describes.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Iterator, NamedTuple, Optional
 
+from lint_nograd.checks import fit, shorten
 from lint_nograd.entry_points import DROPS, FORWARD, REVERSE
 from lint_nograd.project import Reacher
+from lint_nograd.releases import Behaviour
 from lint_nograd.summary import Region, display_name
 
-_FIX = "use `stop_gradient(...)` on the values instead, which every transform and tracer understands"
+_FIX = "Use `stop_gradient(...)` on the values instead, which every transform and tracer understands."
+_WHY = {
+    "forward": "Forward-mode AD does not look at grad mode (pytorch issues 78961, 128600): gradients flow "
+               "through the region, and results differ from reverse mode. ",
+    "traced": "The tracer records the operations but not the grad mode (pytorch issue 62043): the traced "
+              "graph computes other gradients than eager mode. ",
+    "inference": "A value computed under inference_mode and saved for backward raises `RuntimeError: "
+                 "Inference tensors cannot be saved for backward`. ",
+    "reverse": "Reverse mode respects the region today, but tracers drop it and forward mode composed "
+               "on top ignores it. ",
+}
 
 
 class RegionFinding(NamedTuple):
     code: str
-    message: str  # what follows the naming of the region and of its reacher
+    kind: str  # "forward", "traced", "inference" or "reverse": what the reacher does with the region
     reacher: Reacher
     severity: Optional[str] = None  # None: the rule's own severity
 
+    @property
+    def help(self) -> str:
+        return _WHY[self.kind] + _FIX
 
-def findings_for(region: Region, reach: dict[str, Reacher]) -> Iterator[RegionFinding]:
+
+def findings_for(region: Region, reach: dict[str, Reacher], release: Behaviour) -> Iterator[RegionFinding]:
     """Every finding that applies to one region, the most severe first."""
     forward, reverse, traced = (reach.get(mode) for mode in (FORWARD, REVERSE, DROPS))
     inference = region.inference
-    if forward and not inference:
-        yield RegionFinding("NG004", "forward-mode AD ignores no_grad (pytorch issues 78961, 128600), so "
-                                     "gradients flow through it and results differ from reverse mode", forward)
+    if forward and not inference and release.inner_region_forward_mode == "ignored":
+        yield RegionFinding("NG004", "forward", forward)
     if traced:
-        yield RegionFinding("NG005", "the tracer drops the region (pytorch issue 62043), so the traced graph "
-                                     "computes other gradients than eager mode", traced)
+        yield RegionFinding("NG005", "traced", traced)
     if inference and (reverse or forward and forward.entry == "hessian"):
-        yield RegionFinding("NG006", "a value computed under inference_mode and saved for backward raises "
-                                     "`RuntimeError: Inference tensors cannot be saved for backward`",
-                            reverse or forward, "error")
-    elif reverse and not inference:
-        yield RegionFinding("NG006", "reverse mode respects it today, but tracers drop it and forward mode "
-                                     "composed on top ignores it", reverse)
+        yield RegionFinding("NG006", "inference", reverse or forward, "error")
+    elif reverse and not inference and release.inner_region_reverse_mode == "respected":
+        yield RegionFinding("NG006", "reverse", reverse)
 
 
-_HOW = {"NG004": "reached in forward mode by", "NG005": "traced by", "NG006": "reached by"}
+def call_name(reacher: Reacher) -> str:
+    """`jacfwd(...)`, `with dual_level()`: how a message names the entry point that reaches a region."""
+    return "`with dual_level()`" if reacher.entry == "dual_level" else f"`{reacher.entry}(...)`"
 
 
-def message_at_region(finding: RegionFinding, region: Region, describe: Callable[[Reacher], str]) -> str:
-    """`no_grad` region in `f`, reached in forward mode by `jacfwd(...)` at line 9: ..."""
-    where = f"in `{display_name(region.function)}`" if region.function is not None else "at the top level"
-    return (f"`{region.api}` region {where}, {_HOW[finding.code]} {describe(finding.reacher)}: "
-            f"{finding.message}; {_FIX}")
+def message_at_region(finding: RegionFinding, region: Region) -> str:
+    """`jacfwd(...)` ignores this `no_grad` region: forward-mode gradients flow through it"""
+    who, api = call_name(finding.reacher), f"`{region.api}`"
+    return fit(*{
+        "forward": [f"{who} ignores this {api} region: forward-mode gradients flow through it",
+                    f"{who} ignores this {api}: forward-mode gradients flow through it"],
+        "traced": [f"{who} drops this {api} region from the graph it records",
+                   f"{who} drops this {api} from the graph it records"],
+        "inference": [f"{who} reaches this {api} region: values saved for backward raise"],
+        "reverse": [f"{who} respects this {api} region, but tracers and forward mode would not",
+                    f"{who} respects this {api}; tracers and forward mode do not"],
+    }[finding.kind])
 
 
-def message_at_reacher(finding: RegionFinding, region: Region, text: str, where: str, function: str) -> str:
-    """`jacfwd(loss)` reaches a `no_grad` region at pkg/model.py:4 (in `pkg.model.loss`): ..."""
-    how = {"NG004": "in forward mode ", "NG005": "and traces "}.get(finding.code, "")
-    return (f"`{text}` reaches {how}the `{region.api}` region in `{function}` at {where}: "
-            f"{finding.message}; there, {_FIX}")
+def message_at_reacher(finding: RegionFinding, region: Region, callee: str) -> str:
+    """`jacfwd(...)` reaches the `no_grad` region of `loss` in forward mode, which ignores it"""
+    api = f"`{region.api}`"
+    name = shorten(display_name(region.function).rpartition(".")[2], 20) if region.function else ""
+    wheres = [f" of `{name}`", ""] if name else [""]
+    return fit(*(way for who in (f"`{shorten(callee, 40)}`", f"`{shorten(callee, 20)}`") for where in wheres
+                 for way in {
+        "forward": [f"{who} reaches the {api} region{where} in forward mode, which ignores it"],
+        "traced": [f"{who} traces the {api} region{where} and drops it from the graph"],
+        "inference": [f"{who} reaches the {api} region{where}: values saved for backward raise"],
+        "reverse": [f"{who} reaches the {api} region{where}, which only reverse mode respects"],
+    }[finding.kind]))
 
 
-def first_selected(region: Region, reach: dict[str, Reacher], codes: frozenset[str]) -> Optional[RegionFinding]:
+def first_selected(region: Region, reach: dict[str, Reacher], codes: frozenset[str],
+                   release: Behaviour) -> Optional[RegionFinding]:
     """The most severe finding of a region among the selected codes. A region whose every value
     leaving it is cut computes the same in every mode: that is how the memory-preserving fix
     leaves a region, and it is not reported."""
     if region.cut:
         return None
-    return next((f for f in findings_for(region, reach) if f.code in codes), None)
+    return next((f for f in findings_for(region, reach, release) if f.code in codes), None)

@@ -1,0 +1,127 @@
+"""Findings are for one torch release: `torch-version`, `--torch-version`, else the torch installed
+(read from its metadata, never imported), else the newest release the table knows. What NG002 says,
+and how severe it is, follow `lint_nograd/releases.py`; pinned here, by the real command line, for
+releases on both sides of the fix for pytorch issue 177318."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from lint_nograd import releases
+
+SOURCE = """\
+import torch
+from torch.func import grad, jacfwd, linearize
+
+x = torch.tensor(1.5)
+with torch.inference_mode():
+    slope = grad(torch.sin)(x)
+    curve = jacfwd(torch.sin)(x)
+    line = linearize(torch.sin, x)
+with torch.no_grad():
+    other = grad(torch.sin)(x)
+"""
+
+EXPECTED = {
+    "2.5": [
+        ("NG002", "error", "`grad(...)` returns zeros on torch 2.5: it runs under `inference_mode` (line 5)"),
+        ("NG002", "error", "`jacfwd(...)` raises on torch 2.5: it runs under `inference_mode` (line 5)"),
+        ("NG002", "error", "`linearize(...)` returns zeros on torch 2.5: it runs under `inference_mode` (line 5)"),
+        ("NG001", "warning", "`grad(...)` ignores the `no_grad` region (line 9) around it and differentiates anyway"),
+    ],
+    "2.13": [
+        ("NG002", "warning", "`grad(...)` under `inference_mode` (line 5): correct on torch 2.13, zeros before 2.12"),
+        ("NG002", "warning", "`jacfwd(...)` under `inference_mode` (line 5): correct on torch 2.13, raises before 2.12"),
+        ("NG002", "error", "`linearize(...)` returns zeros on torch 2.13: it runs under `inference_mode` (line 5)"),
+        ("NG001", "warning", "`grad(...)` ignores the `no_grad` region (line 9) around it and differentiates anyway"),
+    ],
+    "2.4": [
+        ("NG002", "error", "`grad(...)` returns zeros on torch 2.4: it runs under `inference_mode` (line 5)"),
+        ("NG002", "error", "`jacfwd(...)` raises on torch 2.4: it runs under `inference_mode` (line 5)"),
+        ("NG002", "error", "`linearize(...)` raises on torch 2.4: it runs under `inference_mode` (line 5)"),
+        ("NG001", "warning", "`grad(...)` ignores the `no_grad` region (line 9) around it and differentiates anyway"),
+    ],
+}
+
+
+def lint_nograd(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "lint_nograd", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=120)
+
+
+@pytest.fixture
+def project(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[tool.lint-nograd]\n")
+    (tmp_path / "m.py").write_text(SOURCE)
+    return tmp_path
+
+
+def findings(done: subprocess.CompletedProcess) -> list[tuple[str, str, str]]:
+    assert done.returncode == 1, done.stderr
+    return [(d["code"], d["severity"], d["message"]) for d in json.loads(done.stdout)]
+
+
+@pytest.mark.parametrize("version", EXPECTED)
+def test_messages_and_severities_per_release(project, version):
+    done = lint_nograd(project, "check", "--no-cache", "--output-format", "json", "--torch-version", version, "m.py")
+    assert findings(done) == EXPECTED[version]
+
+
+def test_the_setting_and_the_option_the_option_wins(project):
+    (project / "pyproject.toml").write_text('[tool.lint-nograd]\ntorch-version = "2.5"\n')
+    assert findings(lint_nograd(project, "check", "--no-cache", "--output-format", "json")) == EXPECTED["2.5"]
+    done = lint_nograd(project, "check", "--no-cache", "--output-format", "json", "--torch-version", "2.13.0")
+    assert findings(done) == EXPECTED["2.13"]
+
+
+def test_the_summary_counts_what_the_release_gets_wrong(project):
+    done = lint_nograd(project, "check", "--no-cache", "--output-format", "concise", "--torch-version", "2.13")
+    assert done.stdout.endswith("\nFound 1 error and 3 warnings.\n")
+    done = lint_nograd(project, "check", "--no-cache", "--output-format", "concise", "--torch-version", "2.5")
+    assert done.stdout.endswith("\nFound 3 errors and 1 warning.\n")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--torch-version", "two"], 'argument --torch-version: must be a torch release such as "2.4", not \'two\''),
+    (["--torch-version", "1.13"], "1.13 is older than the releases lint-nograd knows, 2.1 and newer"),
+])
+def test_a_bad_option_is_a_usage_error(project, args, message):
+    done = lint_nograd(project, "check", *args)
+    assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_bad_setting_is_a_configuration_error(project):
+    (project / "pyproject.toml").write_text("[tool.lint-nograd]\ntorch-version = 2.10\n")
+    done = lint_nograd(project, "check")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == ('lint-nograd: error: `torch-version` in [tool.lint-nograd] of pyproject.toml must be '
+                           'a string, such as "2.4", not 2.1\n')
+
+
+def test_the_default_is_the_torch_installed_read_without_importing_it():
+    code = "import sys; from lint_nograd.releases import default_target; print(default_target(), 'torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    try:
+        installed = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        expected = releases.RELEASES[-1].release
+    else:
+        expected = ".".join(map(str, releases.parse_version(installed)[:2]))
+    assert done.stdout.split() == [expected, "False"]
+
+
+@pytest.mark.parametrize("installed, expected", [
+    (None, releases.RELEASES[-1].release),  # no torch next to the linter: the newest release known
+    ("2.7.1+cu126", "2.7"),
+    ("2.16.0.dev20260101", "2.16"),  # newer than the table: its newest row, named as installed
+    ("1.13.1", releases.RELEASES[-1].release),  # older than the table
+    ("nonsense", releases.RELEASES[-1].release),
+])
+def test_the_default_when_torch_is_missing_or_unknown(monkeypatch, installed, expected):
+    monkeypatch.setattr(releases, "installed_torch", lambda: installed)
+    assert releases.default_target.__wrapped__() == expected
