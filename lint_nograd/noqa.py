@@ -35,14 +35,14 @@ def add_noqa(data: bytes, diagnostics: Sequence[Diagnostic], notebook: bool = Fa
             raise NoqaError("its bytes would not come back from its encoding")
     except (ParseError, LookupError, UnicodeError) as error:
         raise NoqaError(f"cannot decode it: {error}") from None
-    new, count = _add_to_source(text, _codes_by_row(diagnostics, lambda d: d.row))
+    new, count = add_to_text(text, _codes_by_row(diagnostics, lambda d: d.row))
     return new.encode(encoding), count
 
 
 def _add_to_notebook(data: bytes, diagnostics: Sequence[Diagnostic]) -> tuple[bytes, int]:
     notebook = Notebook.read(data)
     row_of = {where: row for row, where in enumerate(notebook.cell_of_row, 1)}  # (cell, row in cell) -> row
-    new, count = _add_to_source(notebook.source, _codes_by_row(diagnostics, lambda d: row_of.get((d.cell, d.row))))
+    new, count = add_to_text(notebook.source, _codes_by_row(diagnostics, lambda d: row_of.get((d.cell, d.row))))
     if not count:
         return data, 0
     if not notebook.layout_is_kept():
@@ -59,7 +59,8 @@ def _codes_by_row(diagnostics: Sequence[Diagnostic], row_of) -> dict[int, set[st
     return rows
 
 
-def _add_to_source(text: str, codes_by_row: dict[int, set[str]]) -> tuple[str, int]:
+def add_to_text(text: str, codes_by_row: dict[int, set[str]]) -> tuple[str, int]:
+    """`text` with the codes of each row in its directive, and how many lines changed."""
     lines = _LINE_BREAK.split(text)
     breaks = _LINE_BREAK.findall(text) + [""]
     comment_at: dict[int, int] = {}  # row -> column of its comment

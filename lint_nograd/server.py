@@ -22,7 +22,7 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path, to_fs_path
 
-from lint_nograd import __version__, fix, output, runner
+from lint_nograd import __version__, fix, noqa, output, runner
 from lint_nograd.cache import FOLDER_NAME, Cache
 from lint_nograd.config import ConfigError, load_config, project_root, select_rules
 from lint_nograd.diagnostics import Diagnostic, Edit
@@ -30,7 +30,6 @@ from lint_nograd.files import DEFAULT_EXCLUDE, compile_patterns, discover, shown
 from lint_nograd.fix_plan import FixSettings
 from lint_nograd.fix_spelling import DEFAULT_STOP_GRADIENT
 from lint_nograd.runner import Job
-from lint_nograd.suppression import LINE_NOQA
 
 NAME = "lint-nograd"
 FIX_ALL = types.CodeActionKind.SourceFixAll + "." + NAME  # source.fixAll.lint-nograd
@@ -300,16 +299,13 @@ class LintServer(LanguageServer):
                 for uri, cell in zip(source.cells, new_cells) if "".join(cell["source"]) != source.texts[uri]}
 
     def noqa_edit(self, text: str, diagnostic: Diagnostic) -> types.TextEdit | None:
-        """Add the code to the line's `# noqa: ...`, or a `# noqa: NGxxx` at its end."""
-        lines = text.split("\n")
-        line = lines[diagnostic.row - 1].rstrip("\r") if diagnostic.row <= len(lines) else "\\"
-        found = LINE_NOQA.search(line)
-        if found and not found.group("codes") or line.endswith("\\") or diagnostic.code == "NG000":
-            return None  # a bare noqa covers every code; no comment can follow a backslash, nor fix the syntax
-        at, content = (found.end("codes"), f", {diagnostic.code}") if found else (
-            len(line), f"  # noqa: {diagnostic.code}")
-        return types.TextEdit(self.range(text, diagnostic.row, at + 1, diagnostic.row, at + 1), content)
-
+        """Add the code to the line's `# noqa: ...`, or a `# noqa: NGxxx` at its end, as
+        `check --add-noqa` does; None where the line cannot take it (or a bare noqa covers it)."""
+        try:
+            new, count = noqa.add_to_text(text, {diagnostic.row: {diagnostic.code}})
+        except noqa.NoqaError:
+            return None
+        return self.replace_text(text, new) if count else None
 
 def _uri(params) -> str:
     """The uri of the file or notebook a notification is about."""
