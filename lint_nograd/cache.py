@@ -32,11 +32,12 @@ from lint_nograd.registry import RULES
 
 FOLDER_NAME = ".lint_nograd_cache"
 _FILE_NAME = "findings.json"
+_LAST_RUN = "last_run.json"  # what the last run found: small, read first
 _FORMAT = 3  # {"format", "versions": {tool: {"written", "entries", "files"}}}
 _MAX_ENTRIES = 50_000  # past this, keep only the entries this run used
 _MAX_BYTES = 256 * 2**20  # a larger file is no cache of ours; reading it could exhaust memory
 _OTHER_VERSIONS = 3  # sections of other versions kept, the most recently written first
-_RACY_NS = 2_000_000_000  # coarser than any file system's timestamps (FAT's are 2 s)
+RACY_NS = 2_000_000_000  # coarser than any file system's timestamps (FAT's are 2 s)
 
 FileStatus = tuple[int, int, int, int]  # (modification time in ns, size, inode, change time in ns)
 
@@ -90,19 +91,26 @@ class Cache:
         self._used_entries: dict[str, dict] = {}
         self._used_files: dict[str, list] = {}
         self._other_versions: dict[str, dict] = {}  # the sections of other versions, as read
+        self._loaded = True  # the file is read when an entry is first needed: the last run may do
         if folder is None:
             return
         if _is_link(folder):
             self.folder = None
             self.problem = f"the cache folder {shown_path(folder, Path.cwd())} is a symbolic link; not used"
             return
+        self._loaded = False
+
+    def _load(self) -> None:
+        if self._loaded:
+            return
+        self._loaded = True
         try:
-            self._read(read_regular_file(folder / _FILE_NAME, _MAX_BYTES, follow_symlinks=False))
+            self._read(read_regular_file(self.folder / _FILE_NAME, _MAX_BYTES, follow_symlinks=False))
         except FileNotFoundError:
             pass  # no cache yet
         except (OSError, DamagedCache) as error:
             reason = error.strerror if isinstance(error, OSError) and error.strerror else error
-            shown = shown_path(folder / _FILE_NAME, Path.cwd())
+            shown = shown_path(self.folder / _FILE_NAME, Path.cwd())
             self.problem = f"cannot use the cache {shown}: {reason}; starting afresh"
             self._entries, self._files, self._other_versions = {}, {}, {}
 
@@ -137,13 +145,14 @@ class Cache:
 
     def known(self, path: Path) -> str | None:
         """The content key of a file whose status is that of a file seen before, without reading it."""
+        self._load()
         status = self.folder is not None and file_status(path)
         file_key = status and self._file_key(path, status)
         entry = file_key and self._files.get(file_key)
         if not entry:
             return None
         content_key, recorded = entry
-        if status[0] + _RACY_NS >= recorded or content_key not in self._entries:
+        if status[0] + RACY_NS >= recorded or content_key not in self._entries:
             return None  # modified just before it was recorded: it may have changed since
         self._used_files[file_key] = entry
         return content_key
@@ -152,6 +161,7 @@ class Cache:
         """What is known of these bytes; the caller adds to it, and it is saved."""
         if not content_key:
             return {}
+        self._load()
         entry = self._used_entries.get(content_key)
         if entry is None:
             entry = self._used_entries[content_key] = dict(self._entries.get(content_key, {}))
@@ -159,6 +169,7 @@ class Cache:
 
     def peek(self, content_key: str) -> dict | None:
         """The entry of these bytes, to read only."""
+        self._load()
         return self._used_entries.get(content_key) or self._entries.get(content_key)
 
     def record(self, path: Path, status: FileStatus | None, content_key: str) -> None:
@@ -170,6 +181,7 @@ class Cache:
         """Write the cache; a folder that cannot be written just means no cache next time."""
         if self.folder is None or not (self._used_entries or self._used_files):
             return
+        self._load()
         entries = {**self._entries, **self._used_entries}
         files = {**self._files, **self._used_files}
         if len(entries) + len(files) > _MAX_ENTRIES:
@@ -183,21 +195,46 @@ class Cache:
             versions = {fingerprint: {"written": time.time_ns(), "entries": self._used_entries,
                                       "files": self._used_files}}
             text = json.dumps({"format": _FORMAT, "versions": versions}, separators=(",", ":"))
+        self._write(_FILE_NAME, text)
+
+    def last_run(self, key: str) -> dict | None:
+        """What the last run with the options `key` left (see runner), unless the cache file changed since."""
+        if self.folder is None:
+            return None
+        try:
+            stored = json.loads(read_regular_file(self.folder / _LAST_RUN, _MAX_BYTES, follow_symlinks=False))
+        except (OSError, ValueError, RecursionError):
+            return None
+        if not isinstance(stored, dict) or stored.get("key") != key or stored.get("cache") != self._file_status():
+            return None
+        return stored
+
+    def save_last_run(self, record: dict) -> None:
+        """Keep what this run found for the next one (after `save`: it names the cache file's status)."""
+        if self.folder is not None:
+            self._write(_LAST_RUN, json.dumps({**record, "cache": self._file_status()}, separators=(",", ":")))
+
+    def _file_status(self) -> list | None:
+        status = file_status(self.folder / _FILE_NAME)
+        return list(status) if status else None
+
+    def _write(self, name: str, text: str) -> None:
+        """Replace `name` in the folder whole, or leave it as it was."""
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             if _is_link(self.folder):
                 return
             if len(text) > _MAX_BYTES:
-                (self.folder / _FILE_NAME).unlink(missing_ok=True)
+                (self.folder / name).unlink(missing_ok=True)
                 return
             _create_gitignore(self.folder)
-            handle, temporary = tempfile.mkstemp(dir=self.folder, prefix=".findings-")  # O_EXCL
+            handle, temporary = tempfile.mkstemp(dir=self.folder, prefix=f".{name}-")  # O_EXCL
         except OSError:
             return
         try:
             with os.fdopen(handle, "w", encoding="utf-8") as stream:
                 stream.write(text)
-            os.replace(temporary, self.folder / _FILE_NAME)  # replaces a link itself, never its target
+            os.replace(temporary, self.folder / name)  # replaces a link itself, never its target
         except OSError:
             Path(temporary).unlink(missing_ok=True)
 

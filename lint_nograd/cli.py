@@ -299,6 +299,7 @@ def run_check(options: argparse.Namespace) -> int:
         return watch(options)
     plan, cache = _plan_and_cache(options)
     outcome = runner.check(plan.jobs, plan.project_files, plan.import_roots, _workers(options), cache, plan.fixes)
+    _warn_about_cache(options, cache)
     if options.add_noqa:
         return _add_noqa(options, plan, outcome.diagnostics, plan.errors + outcome.errors)
     return _finish(options, outcome.diagnostics, plan.errors + outcome.errors, unread=plan.unread,
@@ -312,9 +313,14 @@ def _plan_and_cache(options: argparse.Namespace) -> tuple[Plan, Cache]:
     # a folder the user names is used where it leads; the default one may be a link planted in the repository
     cache = Cache(None if options.no_cache else Path(os.path.realpath(options.cache_dir)) if options.cache_dir
                   else (plan.root / FOLDER_NAME).absolute())
+    return plan, cache
+
+
+def _warn_about_cache(options: argparse.Namespace, cache: Cache) -> None:
+    """Once, when the run has found that the cache could not be used (it is read when first needed)."""
     if cache.problem:
         _warn(options, cache.problem)
-    return plan, cache
+        cache.problem = None
 
 
 def _add_noqa(options: argparse.Namespace, plan: Plan, diagnostics: list[Diagnostic], errors: list[str]) -> int:
@@ -377,6 +383,7 @@ def run_fix(options: argparse.Namespace) -> int:
     plan, cache = _plan_and_cache(options)
     # what reaches each region is a fact of the whole project: a region is fixed in the file that holds it
     reach, errors = runner.reach(plan.jobs, plan.project_files, plan.import_roots, _workers(options), cache)
+    _warn_about_cache(options, cache)
     errors = plan.errors + errors
     remaining: list[Diagnostic] = []
     fixed: list[tuple[str, object]] = []  # (display path, FixedRegion)
@@ -416,6 +423,7 @@ def run_fix(options: argparse.Namespace) -> int:
     if not options.diff and not options.stdin_filename:  # what remains, as the whole project shows it
         outcome = runner.check(plan.jobs, plan.project_files, plan.import_roots, _workers(options), cache,
                                plan.fixes)
+        _warn_about_cache(options, cache)
         remaining, errors = outcome.diagnostics, errors + outcome.errors
     remaining.sort(key=lambda d: d.sort_key)
     text_format = options.output_format in output.TEXT_FORMATS

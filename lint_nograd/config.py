@@ -11,15 +11,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
-
-import pathspec
+from typing import TYPE_CHECKING, Any
 
 from lint_nograd.files import is_valid_pattern, match_path, shown_path
 from lint_nograd.fix_spelling import stop_gradient_setting_error
 from lint_nograd.registry import RULES
 from lint_nograd.regular_file import read_regular_file
 from lint_nograd.releases import target
+
+if TYPE_CHECKING:
+    import pathspec
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -52,7 +53,9 @@ class PerFileIgnore:
     codes: frozenset[str]
 
     @cached_property
-    def _spec(self) -> pathspec.GitIgnoreSpec:
+    def _spec(self) -> "pathspec.GitIgnoreSpec":
+        import pathspec  # imported here: most runs have no per-file ignores
+
         return pathspec.GitIgnoreSpec.from_lines([self.glob.removeprefix("!")])
 
     def matches(self, relative: str) -> bool:

@@ -6,13 +6,17 @@ relative to the project root, the patterns of a .gitignore relative to the folde
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pathspec
+from typing import TYPE_CHECKING
 
 from lint_nograd.regular_file import read_regular_file
+
+if TYPE_CHECKING:
+    import pathspec
 
 # ruff's default exclude list, plus our own cache folder.
 DEFAULT_EXCLUDE = (
@@ -33,9 +37,39 @@ class Discovery:
 SOURCE_SUFFIXES = (".py", ".ipynb")  # what a folder is searched for
 
 
-def compile_patterns(patterns: Iterable[str]) -> pathspec.GitIgnoreSpec:
-    """Raises ValueError for a pattern that is no glob, such as `!` or one ending in a lone `\\`."""
-    return pathspec.GitIgnoreSpec.from_lines(list(patterns))
+class Patterns:
+    """Gitignore-style patterns. `names` when each is a plain name, as the default ones are: such a
+    pattern matches a path one of whose parts has that name, which a walk tells from the last part
+    (and pathspec is not even imported). Raises ValueError for a pattern that is no glob, such as
+    `!` or one ending in a lone `\\`."""
+
+    def __init__(self, lines: Iterable[str]):
+        self.lines = tuple(lines)
+        plain = all(re.fullmatch(r"[\w.-]+", line) and line.strip(".") for line in self.lines)
+        self.names = frozenset(self.lines) if plain else None
+        self._spec = None if plain else _gitignore_spec(self.lines)
+
+    @property
+    def spec(self) -> "pathspec.GitIgnoreSpec":
+        if self._spec is None:
+            self._spec = _gitignore_spec(self.lines)
+        return self._spec
+
+    def match_file(self, path: str) -> bool:
+        """Whether the patterns match `path`, relative and with `/` (and a `/` at the end of a folder)."""
+        if self.names is not None:
+            return any(part in self.names for part in path.split("/"))
+        return self.spec.match_file(path)
+
+
+def _gitignore_spec(lines: Sequence[str]) -> "pathspec.GitIgnoreSpec":
+    import pathspec
+
+    return pathspec.GitIgnoreSpec.from_lines(list(lines))
+
+
+def compile_patterns(patterns: Iterable[str]) -> Patterns:
+    return Patterns(patterns)
 
 
 def is_valid_pattern(pattern: str) -> bool:
@@ -68,7 +102,7 @@ def shown_path(path: Path, cwd: Path, given: str | None = None, start: Path | No
 def discover(
     paths: Sequence[str],
     root: Path,
-    exclude: pathspec.GitIgnoreSpec,
+    exclude: Patterns,
     respect_gitignore: bool = True,
     cwd: Path | None = None,
     force_exclude: bool = False,
@@ -96,7 +130,7 @@ def discover(
 @dataclass(frozen=True)
 class _GitIgnore:
     folder: Path
-    spec: pathspec.GitIgnoreSpec
+    spec: "pathspec.GitIgnoreSpec"
 
     @property
     def prefix(self) -> str:
@@ -114,7 +148,7 @@ class _GitIgnore:
 
 
 class _Walk:
-    def __init__(self, root: Path, exclude: pathspec.GitIgnoreSpec, respect_gitignore: bool,
+    def __init__(self, root: Path, exclude: Patterns, respect_gitignore: bool,
                  unreadable: list[str], cwd: Path) -> None:
         self.root = root
         self._root_prefix = os.path.join(str(root), "")
@@ -148,7 +182,7 @@ class _Walk:
                         continue
                     if os.path.exists(os.path.join(entry.path, "pyvenv.cfg")):  # a virtual environment
                         continue
-                    matches = self._matches_entry(entry.path, True, gitignores)
+                    matches = self._matches_entry(entry.path, True, gitignores, folder_matches)
                     # a match inherited from the parent means the user named an excluded folder: walk it
                     if not matches or folder_matches:
                         stack.append((Path(entry.path), matches, gitignores))
@@ -156,12 +190,17 @@ class _Walk:
                     if folder_matches or not self._matches_entry(entry.path, False, gitignores):
                         yield Path(entry.path)
 
-    def _matches_entry(self, path: str, is_dir: bool, gitignores: tuple[_GitIgnore, ...]) -> bool:
-        """`_matches` for a path below the folders of `gitignores`, given as a string."""
+    def _matches_entry(self, path: str, is_dir: bool, gitignores: tuple[_GitIgnore, ...],
+                       in_match: bool = False) -> bool:
+        """`_matches` for a path below the folders of `gitignores`, given as a string; `in_match`: its
+        folder matches."""
         root = self._root_prefix
-        relative = path[len(root):] if path.startswith(root) else os.path.basename(path)
         suffix = "/" if is_dir else ""
-        if self.exclude.match_file(relative.replace(os.sep, "/") + suffix):
+        if self.exclude.names is not None and not in_match:  # the folders above did not match
+            if os.path.basename(path) in self.exclude.names:
+                return True
+        elif self.exclude.match_file((path[len(root):] if path.startswith(root) else os.path.basename(path))
+                                     .replace(os.sep, "/") + suffix):
             return True
         for gitignore in reversed(gitignores):  # the deepest .gitignore decides first
             verdict = gitignore.verdict_for(path[len(gitignore.prefix):].replace(os.sep, "/") + suffix)
@@ -221,7 +260,7 @@ class _Walk:
                                    f"{error.strerror or error}; its patterns are not applied")
             return ()
         # git skips a pattern it cannot read, and so do we
-        return (_GitIgnore(folder, compile_patterns(filter(is_valid_pattern, text.splitlines()))),)
+        return (_GitIgnore(folder, compile_patterns(filter(is_valid_pattern, text.splitlines())).spec),)
 
 
 def repository_root(start: Path) -> Path:

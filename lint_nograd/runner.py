@@ -14,14 +14,18 @@ and what the cache spares.
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import re
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional
 
 from lint_nograd import api, engine
-from lint_nograd.cache import Cache, content_key, diagnostics_from_json, diagnostics_to_json, file_status
+from lint_nograd.cache import (RACY_NS, Cache, FileStatus, content_key, diagnostics_from_json, diagnostics_to_json,
+                               file_status)
 from lint_nograd.diagnostics import Diagnostic
 from lint_nograd.fix_plan import FixSettings
 from lint_nograd.regular_file import read_regular_file
@@ -78,12 +82,33 @@ def check(jobs: Sequence[Job], project_files: Sequence[tuple[Path, str]], roots:
     fixable findings get the fixes `fixes` makes. `everything` summarises every file, not only those
     that can matter (tests compare the two)."""
     _CACHE[:] = [cache]
-    with Workers(workers) as pool:
-        run = Run(jobs, project_files, roots, pool, cache, everything)
-        run.finish(run.linked(), fixes)
-    cache.save()
-    run.outcome.diagnostics.sort(key=lambda d: d.sort_key)
-    return run.outcome
+    key = _run_key(jobs, project_files, roots, fixes, everything) if cache.folder is not None else None
+    statuses = {path: file_status(path) for path in {*(p for p, _ in project_files), *(j.path for j in jobs)}}
+    last, again = _last_run(cache, key), None
+    try:
+        again = last and last.again(statuses, jobs, project_files, fixes, cache)
+    except (KeyError, TypeError, ValueError, AttributeError):  # written otherwise: run the project again
+        again = None
+    if again is None:
+        with Workers(workers) as pool:
+            run = Run(jobs, project_files, roots, pool, cache, everything)
+            run.finish(run.linked(), fixes)
+        cache.save()
+        outcome, last = run.outcome, LastRun.of(run) if key else None
+    else:
+        outcome = again[0]
+    if last is not None and (again is None or again[1]) and not outcome.errors and None not in statuses.values():
+        cache.save_last_run(last.to_json(key, statuses))
+    outcome.diagnostics.sort(key=lambda d: d.sort_key)
+    return outcome
+
+
+def _last_run(cache: Cache, key: str | None) -> LastRun | None:
+    stored = cache.last_run(key) if key else None
+    try:
+        return LastRun.from_json(stored) if stored else None
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def reach(jobs: Sequence[Job], project_files: Sequence[tuple[Path, str]], roots: Sequence[Path], workers: int,
@@ -116,6 +141,8 @@ class Run:
         for file in self.files.values():
             self.by_module.setdefault(file.module, file)
         self._importers: dict[str, set[str]] | None = None
+        self.findings: dict[Path, list[Diagnostic]] = {}  # of each file given, once finished
+        self.found: dict[Path, list[engine.Linked]] = {}  # what linking gave each file given
 
     def _add(self, path: Path, shown: str, roots: Sequence[Path]) -> ProjectFile:
         if path not in self.files:
@@ -315,8 +342,7 @@ class Run:
                 data = file.job.data if file.job and file.job.data is not None else read_regular_file(file.path)
             except OSError:
                 return False
-            pattern = re.compile(rb"\b(?:%s)\b" % b"|".join(re.escape(name.encode()) for name in sorted(names)))
-            mentions[key] = bool(pattern.search(data))
+            mentions[key] = _mentions(data, key)
         return mentions[key]
 
     # -- stage 4: finished findings -----------------------------------------------------------------
@@ -327,10 +353,11 @@ class Run:
         for file in self.files.values():
             if file.job is None or file.facts is None:
                 continue
-            self.outcome.diagnostics += file.facts.local
+            self.findings[file.path] = list(file.facts.local)
             if self.by_module.get(file.module) is not file:
                 continue  # a second file of the same module name: linked as the first one
-            found = engine.linked(project, file.module, given, file.job.codes, file.shown, file.job.release)
+            found = self.found[file.path] = engine.linked(project, file.module, given, file.job.codes, file.shown,
+                                                          file.job.release)
             if not found:
                 continue
             key = _link_key(file.job, found, fixes)
@@ -339,7 +366,7 @@ class Run:
             if finished is None:
                 pending.append((file, key, found))
             else:
-                self.outcome.diagnostics += finished
+                self.findings[file.path] += finished
         results = self.workers.map(finish_file, [(*f.task, found, fixes) for f, _, found in pending],
                                    lambda path, shown, *rest: (None, _stopped(shown)), CHUNK_FILES)
         for (file, key, _), (diagnostics, error) in zip(pending, results):
@@ -347,7 +374,14 @@ class Run:
                 self.outcome.errors.append(error)
                 continue
             self.cache.entry(file.content_key).setdefault("finished", {})[key] = diagnostics
-            self.outcome.diagnostics += diagnostics_from_json(diagnostics, file.shown) or []
+            self.findings[file.path] += diagnostics_from_json(diagnostics, file.shown) or []
+        self.outcome.diagnostics += [d for found in self.findings.values() for d in found]
+
+
+def _mentions(data: bytes, names: str) -> bool:
+    """Whether the text uses one of the comma-separated `names` as a word."""
+    pattern = re.compile(rb"\b(?:%s)\b" % b"|".join(re.escape(name.encode()) for name in names.split(",")))
+    return bool(pattern.search(data))
 
 
 def _facts_key(job: Job) -> str:
@@ -390,6 +424,133 @@ def _absolute(file: ProjectFile, name: str) -> str | None:
 
 def _stopped(shown: str) -> str:
     return f"a worker process stopped unexpectedly; not checked: {shown}"
+
+
+# -- the last run: what it found, and what linking read of each file --------------------------------
+# A file changed since is read again; when linking reads it as before (the same text index, and the
+# same summary or the same answers to the name searches made of it), linking gives what it gave, and
+# only that file's own findings are made again. Otherwise, or past a few such files, the whole
+# project is run again (from the cache).
+
+_LAST_RUN_MAX_CHANGED = CHUNK_FILES
+
+
+@dataclass
+class LastRun:
+    files: dict[str, list]  # path -> [content key, hash of its text index, of its summary ("": none made), mentions]
+    found: dict[str, list]  # path of a file given -> [[region index or None, diagnostic], ...]: what linking gave it
+    findings: dict[str, list]  # path of a file given -> its finished findings
+    statuses: dict[str, list] = field(default_factory=dict)  # path -> its status when the run began
+    written: int = 0
+
+    @classmethod
+    def of(cls, run: Run) -> "LastRun":
+        files = {}
+        for file in run.files.values():
+            entry = run.cache.peek(file.content_key) or {}
+            summary = _hash(entry.get("summary")) if file.summarised else ""
+            files[str(file.path)] = [file.content_key, _hash(file.index and file.index.to_json()), summary,
+                                     {} if file.summarised else entry.get("mentions", {})]
+        found = {str(path): [[index, asdict(d)] for index, d in linked] for path, linked in run.found.items() if linked}
+        return cls(files, found, {str(path): diagnostics_to_json(found) for path, found in run.findings.items()})
+
+    def to_json(self, key: str, statuses: dict[Path, FileStatus]) -> dict:
+        return {"key": key, "written": time.time_ns(), "files": self.files, "found": self.found,
+                "findings": self.findings, "statuses": {str(path): list(status) for path, status in statuses.items()}}
+
+    @classmethod
+    def from_json(cls, stored: dict) -> "LastRun":
+        last = cls(stored["files"], stored["found"], stored["findings"], stored["statuses"], stored["written"])
+        if not (isinstance(last.written, int) and all(isinstance(part, dict) for part in
+                                                        (last.files, last.found, last.findings, last.statuses))):
+            raise TypeError("not a last run")
+        return last
+
+    def again(self, statuses: dict[Path, FileStatus | None], jobs: Sequence[Job],
+              project_files: Sequence[tuple[Path, str]], fixes: FixSettings,
+              cache: Cache) -> tuple[Outcome, bool] | None:
+        """The outcome of a run over the files with these statuses, and whether any was read again; None
+        when the whole project must be run again (what was learned of the files read is in `cache` then)."""
+        if self.files.keys() != {str(path) for path in statuses}:
+            return None
+        changed = [path for path, status in statuses.items()
+                   if status is None or list(status) != self.statuses.get(str(path))
+                   or status[0] + RACY_NS >= self.written]  # modified just before: it may have changed since
+        if len(changed) > _LAST_RUN_MAX_CHANGED:
+            return None
+        shown = {**dict(project_files), **{job.path: job.display_path for job in jobs}}
+        given = {job.path: job for job in jobs}
+        learned: list[tuple[Path, FileStatus | None, str, dict]] = []
+        for path in changed:
+            if not self._read_again(path, shown[path], given.get(path), statuses[path], fixes, learned):
+                for path, status, key, entry in learned:  # for the run of the whole project that follows
+                    cache.record(path, status, key)
+                    cache.entry(key).update({**entry, "local": {**cache.entry(key).get("local", {}),
+                                                                **entry.get("local", {})}})
+                return None
+        outcome = Outcome()
+        for job in jobs:
+            findings = diagnostics_from_json(self.findings.get(str(job.path), []), job.display_path)
+            if findings is None:
+                return None
+            outcome.diagnostics += findings
+        return outcome, bool(changed)
+
+    def _read_again(self, path: Path, shown: str, job: Job | None, status: FileStatus | None, fixes: FixSettings,
+                    learned: list) -> bool:
+        """Take in a file changed since: False when linking may read it differently. What is learned
+        of its bytes (a cache entry) is added to `learned`."""
+        key, index, summary, mentions = self.files[str(path)]
+        try:
+            data = read_regular_file(path)
+        except OSError:
+            return False
+        if content_key(data) == key:
+            return True
+        key, entry = content_key(data), {"index": api.text_index(data).to_json()}
+        learned.append((path, status, key, entry))
+        if _hash(entry["index"]) != index:
+            return False
+        local = []
+        if summary:
+            facts, error = _facts(data, shown, job.codes if job else frozenset(), job.release if job else "")
+            if error is not None:
+                return False
+            local, entry["summary"] = facts
+            if job is not None:
+                entry["local"] = {_facts_key(job): local}
+            if _hash(entry["summary"]) != summary:
+                return False
+        elif (job and _local_codes(data, shown, job.codes)) or \
+                any(_mentions(data, names) != found for names, found in mentions.items()):
+            return False
+        self.files[str(path)] = [key, index, summary, mentions]
+        if job is None:
+            return True
+        found = [(index, diagnostics_from_json([d], shown)) for index, d in self.found.get(str(path), [])]
+        if any(d is None for _, d in found):
+            return False
+        finished, error = finish_file(path, shown, job, [(index, d[0]) for index, d in found], fixes) if found \
+            else ([], None)
+        if error is not None:
+            return False
+        self.findings[str(path)] = local + finished
+        return True
+
+
+def _run_key(jobs: Sequence[Job], project_files: Sequence[tuple[Path, str]], roots: Sequence[Path],
+             fixes: FixSettings, everything: bool) -> str | None:
+    """What a run's findings depend on besides the files' bytes; None when there is no file to compare
+    (standard input)."""
+    if any(job.data is not None for job in jobs):
+        return None
+    return content_key(repr((sorted((str(j.path), j.display_path, sorted(j.codes), j.release) for j in jobs),
+                             sorted((str(path), shown) for path, shown in project_files), [str(r) for r in roots],
+                             fixes.cache_key, everything)).encode())
+
+
+def _hash(value: object) -> str:
+    return hashlib.blake2b(json.dumps(value, sort_keys=True).encode(), digest_size=16).hexdigest()
 
 
 # -- what worker processes do (module-level functions: they are sent by name) ------------------------

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import multiprocessing
 import os
 import signal
 import sys
 import threading
 import time
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
 
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 _PARENT_POLL_SECONDS = 1.0  # how often a worker without a parent-death signal looks for its parent
@@ -41,6 +42,9 @@ class Workers:
         if self._pool is None and min(self.count, count) > 1:
             # fork on Linux: the workers are children of this very process, as the parent-death
             # signal needs (a fork server would be their parent instead)
+            import multiprocessing  # imported here: a run that needs no worker process spares it
+            from concurrent.futures import ProcessPoolExecutor
+
             context = multiprocessing.get_context("fork" if sys.platform == "linux" else None)
             try:
                 self._pool = ProcessPoolExecutor(max_workers=min(self.count, count), mp_context=context,
@@ -55,6 +59,8 @@ class Workers:
         chunks = [calls[start:start + chunk] for start in range(0, len(calls), chunk)]
         if len(chunks) < 2 or not self._start(len(chunks)):
             return _run_chunk(function, calls)
+        from concurrent.futures.process import BrokenProcessPool
+
         with _sigint_blocked():
             futures = [self._pool.submit(_run_task, _run_chunk, function, part) for part in chunks]
         results = []
@@ -77,6 +83,8 @@ class Workers:
         if self._pool is None and not self._start(self.count):
             result = function(*args)
             return lambda: result
+        from concurrent.futures.process import BrokenProcessPool
+
         with _sigint_blocked():  # a worker forked here takes Ctrl-C only once its handler is set
             future = self._pool.submit(_run_task, function, *args)
 

@@ -102,7 +102,7 @@ def test_cache_dir_option_and_a_damaged_cache(project, parsed, capsys, tmp_path)
     (folder / "findings.json").write_text("{not json")
     assert check(capsys, "--cache-dir", str(folder)) == first
     assert not (project / cache.FOLDER_NAME).exists()
-    assert sorted(p.name for p in folder.iterdir()) == [".gitignore", "findings.json"]  # no leftovers
+    assert sorted(p.name for p in folder.iterdir()) == [".gitignore", "findings.json", "last_run.json"]  # no leftovers
 
 
 def _age(folder: Path, seconds: int = 3600) -> None:

@@ -36,6 +36,33 @@ def test_default_excludes(tmp_path, folder):
     assert found(tmp_path) == ["keep.py"]
 
 
+@pytest.mark.parametrize("paths", [["."], ["pkg"], ["pkg/build"], ["build.py", "pkg"]])
+def test_plain_names_are_matched_as_the_patterns_match(tmp_path, paths):
+    """Excludes that are all plain names are matched by a path's last part: the same files."""
+    make(tmp_path, "keep.py", "build.py", "pkg/build/x.py", "pkg/builder/y.py", "pkg/dist", "pkg/a/dist/z.py",
+         "pkg/a/dist.py", "pkg/build/deep/dist/w.py", "pkg/mybuild.py")
+    plain = compile_patterns(["build", "dist"])
+    assert plain.names == {"build", "dist"}
+    as_patterns = compile_patterns(["build", "dist"])
+    as_patterns.names = None
+    walked = [discover(paths, root=tmp_path, exclude=exclude, cwd=tmp_path).files for exclude in (plain, as_patterns)]
+    assert walked[0] == walked[1] and walked[0]
+
+
+@pytest.mark.parametrize("path", ["build", "build/", "a/build", "a/build/x.py", "build.py", "a/builds/x.py",
+                                  "dist/a/", "a.dist", "x/y/z.py", "x/.dist/"])
+def test_plain_names_match_as_gitignore_patterns(path):
+    plain = compile_patterns(["build", "dist", ".dist"])
+    as_patterns = compile_patterns(["build", "dist", ".dist"])
+    as_patterns.names = None
+    assert plain.names is not None and plain.match_file(path) == as_patterns.match_file(path)
+
+
+@pytest.mark.parametrize("patterns", [["build/"], ["*.py"], ["a/b"], ["!keep"], [".."], ["x y"]])
+def test_only_plain_names_are_taken_as_names(patterns):
+    assert compile_patterns(patterns).names is None
+
+
 def test_any_virtual_environment_is_skipped(tmp_path):
     make(tmp_path, "keep.py", "my-env/lib/site.py", "my-env/pyvenv.cfg")
     assert found(tmp_path) == ["keep.py"]
