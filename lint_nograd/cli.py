@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from lint_nograd import __version__, engine, output, runner
+from lint_nograd import __version__, output, runner
 from lint_nograd.cache import FOLDER_NAME, Cache
 from lint_nograd.config import (
     DEFAULT_SELECT,
@@ -30,8 +30,7 @@ from lint_nograd.config import (
 from lint_nograd.diagnostics import Diagnostic
 from lint_nograd.notebook import NotebookError
 from lint_nograd.files import DEFAULT_EXCLUDE, compile_patterns, discover, is_valid_pattern, repository_root
-from lint_nograd.fix_plan import FixSettings
-from lint_nograd.fix_spelling import DEFAULT_STOP_GRADIENT
+from lint_nograd.fix_settings import DEFAULT_STOP_GRADIENT, FixSettings
 from lint_nograd.registry import RULES
 from lint_nograd.regular_file import read_regular_file
 from lint_nograd.releases import default_target, target
@@ -245,6 +244,8 @@ def _stopped(jobs: Sequence[Job]) -> str:
 def _gated(jobs: Sequence[Job], errors: list[str], reach: dict):
     """(job, bytes, codes) for each file some selected rule can have a finding in: by its own text,
     or because the project reaches a function of it."""
+    from lint_nograd import engine  # the analysis: a check answered by the last run needs none of it
+
     for job in jobs:
         try:
             data = job.data if job.data is not None else read_regular_file(job.path)

@@ -21,8 +21,7 @@ from libcst.codemod import CodemodCommand, SkipFile
 
 from lint_nograd.config import ConfigError, load_config, select_rules
 from lint_nograd.fix import FIXABLE_CODES, fix_text
-from lint_nograd.fix_plan import FixSettings
-from lint_nograd.fix_spelling import DEFAULT_STOP_GRADIENT
+from lint_nograd.fix_settings import DEFAULT_STOP_GRADIENT, FixSettings
 
 
 class StopGradientCommand(CodemodCommand):

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lint_nograd.files import is_valid_pattern, match_path, shown_path
-from lint_nograd.fix_spelling import stop_gradient_setting_error
+from lint_nograd.fix_settings import stop_gradient_setting_error
 from lint_nograd.registry import RULES
 from lint_nograd.regular_file import read_regular_file
 from lint_nograd.releases import target

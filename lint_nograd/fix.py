@@ -25,7 +25,8 @@ from functools import cached_property
 from lint_nograd import engine
 from lint_nograd.diagnostics import Diagnostic, Edit, Fix
 from lint_nograd.engine import ParsedFile, ParseError, decode
-from lint_nograd.fix_plan import SHORT, UNSAFE, FixSettings, RegionPlan, plan_region
+from lint_nograd.fix_plan import SHORT, RegionPlan, plan_region
+from lint_nograd.fix_settings import UNSAFE, FixSettings
 from lint_nograd.fix_spelling import Spelling, find_spelling, import_edit, line_starts, shadowed
 from lint_nograd.fix_values import Refusal
 from lint_nograd.model import GradModeChange, SemanticModel

@@ -36,33 +36,12 @@ import weakref
 from dataclasses import dataclass, field
 
 from lint_nograd import api, tensor_ops
-from lint_nograd.fix_spelling import DEFAULT_STOP_GRADIENT, DETACH
+from lint_nograd.fix_settings import SAFE, UNSAFE
 from lint_nograd.fix_values import Action, Refusal, RegionAnalysis, nested_region_changes, source_of
 from lint_nograd.model import GradModeChange, SemanticModel
 from lint_nograd.scopes import Binding
 
 SHORT, KEPT = "short", "kept"
-SAFE, UNSAFE = "safe", "unsafe"
-
-
-@dataclass(frozen=True)
-class FixSettings:
-    """`stop-gradient` and `unsafe-fixes` of `[tool.lint-nograd]`, or their command-line options."""
-
-    stop_gradient: str = DEFAULT_STOP_GRADIENT  # "detach", or the import path of a function
-    unsafe_fixes: bool = False
-
-    @property
-    def detach(self) -> bool:
-        return self.stop_gradient == DETACH
-
-    def applies(self, applicability: str) -> bool:
-        return applicability == SAFE or self.unsafe_fixes
-
-    @property
-    def cache_key(self) -> bytes:
-        """What a cached finding's fix depends on (the applicability does not depend on `unsafe_fixes`)."""
-        return f"stop-gradient={self.stop_gradient}".encode()
 
 
 @dataclass

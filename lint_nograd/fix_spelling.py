@@ -3,32 +3,16 @@ the file (an import to reuse, under any alias, or one to add), and where a new i
 from __future__ import annotations
 
 import ast
-import keyword
 import re
 from dataclasses import dataclass
 
 from lint_nograd.diagnostics import Edit
-from lint_nograd.fix_values import SHIM_NAMES, STOP_GRADIENT
+from lint_nograd.fix_settings import DETACH
+from lint_nograd.fix_values import SHIM_NAMES
 from lint_nograd.model import GradModeChange, SemanticModel
 from lint_nograd.scopes import Binding
 
-DEFAULT_STOP_GRADIENT = "lint_nograd.stop_gradient"
-DETACH = "detach"
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # as the engine splits lines
-
-
-def stop_gradient_setting_error(value: object) -> str | None:
-    """Why a `stop-gradient` setting cannot be used, or None. A helper must be named `stop_gradient`:
-    that is how `check` knows its calls as cuts, in any file and under any alias."""
-    if value == DETACH:
-        return None
-    if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+", value) \
-            or any(keyword.iskeyword(part) for part in value.split(".")):
-        return "must be `detach` or the import path of a function, such as `mypkg.autodiff.stop_gradient`"
-    if value.rpartition(".")[2] != STOP_GRADIENT:
-        return (f"names `{value.rpartition('.')[2]}`: the function must be named `{STOP_GRADIENT}`, which is how "
-                "`check` knows its calls as cuts")
-    return None
 
 
 @dataclass(frozen=True)

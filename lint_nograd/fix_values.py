@@ -15,9 +15,9 @@ import re
 from typing import Union
 
 from lint_nograd import api, tensor_ops
+from lint_nograd.fix_settings import STOP_GRADIENT
 from lint_nograd.model import GradModeChange, SemanticModel
 
-STOP_GRADIENT = "stop_gradient"
 SHIM_NAMES = frozenset({"lint_nograd.stop_gradient", "lint_nograd.shim.stop_gradient"})
 
 

@@ -1,38 +1,32 @@
-"""One run of `check` over a project: which files are read, summarised and linked, in which process,
-and what the cache spares.
+"""`check` over a project, and what the last run spares.
 
-1. Every file of the project is known by its text index (`api.TextIndex`): from the cache when its
-   status is unchanged, else read (by worker processes when there are many). A file given on the
-   command line that some rule can apply to by itself is summarised as it is read.
-2. Summarised too: the files that may apply a transform or tracer and whose imports lead to a file
-   that names a grad-disabling API, directly or through other modules of the project.
-3. Linked, in this process. A module a chain enters is summarised when it is first met. Files
-   that pass a function to a helper that transforms it, or that call backward on what a function
-   computing in a region returns, are found by that function's name and summarised in turn.
-4. Finished (by workers again): the findings linking gives each file given, with their fixes.
+The last run's findings are kept (`LastRun`), with what linking read of each file. A run over the
+same files with the same options looks at their status only: an unchanged project is answered at
+once. A file changed since is read again; when linking reads it as before (the same text index, and
+the same summary or the same answers to the name searches made of it), linking would give what it
+gave, and only that file's own findings are made again. Otherwise, or past a few such files, the
+whole project is run (`project_run`, which the cache spares most of the work of).
 """
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
-import re
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING
 
-from lint_nograd import api, engine
 from lint_nograd.cache import (RACY_NS, Cache, FileStatus, content_key, diagnostics_from_json, diagnostics_to_json,
                                file_status)
 from lint_nograd.diagnostics import Diagnostic
-from lint_nograd.fix_plan import FixSettings
+from lint_nograd.fix_settings import FixSettings
 from lint_nograd.regular_file import read_regular_file
 from lint_nograd.releases import default_target
-from lint_nograd.project import ModuleEntry, Project, module_name
-from lint_nograd.summary import ModuleSummary
-from lint_nograd.workers import Workers
+
+if TYPE_CHECKING:
+    from lint_nograd.engine import Reach
+    from lint_nograd.project_run import Run
 
 # Files a worker gets at once: few enough to balance the load, enough to cut messages. With fewer
 # than two such chunks of work, starting worker processes costs more than doing it in this one.
@@ -54,23 +48,6 @@ class Job:
 
 
 @dataclass
-class ProjectFile:
-    path: Path
-    shown: str
-    module: str
-    is_package: bool
-    job: Optional[Job] = None  # the file was given: check it with these rules
-    content_key: str = ""
-    index: Optional[api.TextIndex] = None
-    facts: Optional[engine.FileFacts] = None
-    summarised: bool = False  # its facts were asked for (they are None when it cannot be read)
-
-    @property
-    def task(self) -> tuple:
-        return self.path, self.shown, self.job
-
-
-@dataclass
 class Outcome:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -81,7 +58,6 @@ def check(jobs: Sequence[Job], project_files: Sequence[tuple[Path, str]], roots:
     """Check the files of `jobs` as part of the project made of `project_files` (path, shown); the
     fixable findings get the fixes `fixes` makes. `everything` summarises every file, not only those
     that can matter (tests compare the two)."""
-    _CACHE[:] = [cache]
     key = _run_key(jobs, project_files, roots, fixes, everything) if cache.folder is not None else None
     statuses = {path: file_status(path) for path in {*(p for p, _ in project_files), *(j.path for j in jobs)}}
     last, again = _last_run(cache, key), None
@@ -90,10 +66,9 @@ def check(jobs: Sequence[Job], project_files: Sequence[tuple[Path, str]], roots:
     except (KeyError, TypeError, ValueError, AttributeError):  # written otherwise: run the project again
         again = None
     if again is None:
-        with Workers(workers) as pool:
-            run = Run(jobs, project_files, roots, pool, cache, everything)
-            run.finish(run.linked(), fixes)
-        cache.save()
+        from lint_nograd import project_run  # the analysis itself: an unchanged project needs none of it
+
+        run = project_run.run(jobs, project_files, roots, workers, cache, fixes, everything)
         outcome, last = run.outcome, LastRun.of(run) if key else None
     else:
         outcome = again[0]
@@ -112,325 +87,15 @@ def _last_run(cache: Cache, key: str | None) -> LastRun | None:
 
 
 def reach(jobs: Sequence[Job], project_files: Sequence[tuple[Path, str]], roots: Sequence[Path], workers: int,
-          cache: Cache) -> tuple[dict[Path, engine.Reach], list[str]]:
+          cache: Cache) -> tuple[dict[Path, Reach], list[str]]:
     """For each file of `jobs`, what reaches each of its functions in the whole project (for `fix`),
     and the errors met."""
-    _CACHE[:] = [cache]
-    with Workers(workers) as pool:
-        run = Run(jobs, project_files, roots, pool, cache)
-        project = run.linked()
-    cache.save()
-    found: dict[Path, engine.Reach] = {}
-    for job in jobs:
-        module = run.files[job.path].module
-        found[job.path] = {function: dict(modes) for (m, function), modes in project.reached.items() if m == module}
-    return found, run.outcome.errors
+    from lint_nograd import project_run
 
-
-class Run:
-    def __init__(self, jobs: Sequence[Job], project_files: Sequence[tuple[Path, str]], roots: Sequence[Path],
-                 workers: "Workers", cache: Cache, everything: bool = False):
-        self.workers, self.cache, self.everything = workers, cache, everything
-        self.outcome = Outcome()
-        self.files: dict[Path, ProjectFile] = {}
-        for path, shown in project_files:
-            self._add(path, shown, roots)
-        for job in jobs:
-            self._add(job.path, job.display_path, roots).job = job
-        self.by_module: dict[str, ProjectFile] = {}
-        for file in self.files.values():
-            self.by_module.setdefault(file.module, file)
-        self._importers: dict[str, set[str]] | None = None
-        self.findings: dict[Path, list[Diagnostic]] = {}  # of each file given, once finished
-        self.found: dict[Path, list[engine.Linked]] = {}  # what linking gave each file given
-
-    def _add(self, path: Path, shown: str, roots: Sequence[Path]) -> ProjectFile:
-        if path not in self.files:
-            name, package = module_name(path, roots)
-            self.files[path] = ProjectFile(path, shown, name, package)
-        return self.files[path]
-
-    def linked(self) -> Project:
-        """Stages 1 to 3."""
-        self.index()
-        self.summarise([f for f in self.files.values()
-                        if not f.summarised and (self.everything or self.worth_summarising(f))])
-        return self.link()
-
-    # -- stage 1: the text index of every file -----------------------------------------------------
-
-    def index(self) -> None:
-        unknown = []
-        for file in self.files.values():
-            key = self.cache.known(file.path) if file.job is None or file.job.data is None else None
-            index = _index_from(self.cache.entry(key)) if key else None
-            if index is None:
-                unknown.append(file)
-                continue
-            file.content_key, file.index = key, index
-            if file.job is not None:
-                self._take_facts(file)
-        results = self.workers.map(read_file, [f.task for f in unknown],
-                                   lambda path, shown, job: (None, "", None, None, _stopped(shown)), CHUNK_FILES)
-        for file, (status, key, index, facts, error) in zip(unknown, results):
-            if error is not None:
-                self._failed(file, error)
-                continue
-            file.content_key, file.index = key, api.TextIndex.from_json(index)
-            self.cache.record(file.path, status, key)
-            self.cache.entry(key)["index"] = index
-            if facts is not None:
-                self._store_facts(file, facts)
-            elif file.job is not None:
-                self._take_facts(file)
-
-    def worth_summarising(self, file: ProjectFile) -> bool:
-        """Whether a file may apply a transform or tracer to a function that leads to a region, or
-        may define a function returning what it computes in a region to a file calling backward."""
-        if file.index is None:
-            return False
-        if file.index.applies and file.module in self.leading_to_regions:
-            return True
-        return file.index.regions and any(self.by_module[importer].index and self.by_module[importer].index.backward
-                                          for importer in self.importers().get(file.module, ()))
-
-    @functools.cached_property
-    def leading_to_regions(self) -> set[str]:
-        """The modules that name a grad-disabling API, and those whose imports lead to one."""
-        return self._leading_to({f.module for f in self.files.values() if f.index is not None and f.index.regions})
-
-    @functools.cached_property
-    def transforming(self) -> set[str]:
-        """The modules that may apply a transform or tracer (to a helper's parameter, say), and
-        those that import one (a helper that hands its parameter on to such a helper)."""
-        applying = {f.module for f in self.files.values() if f.index is not None and f.index.applies}
-        return applying | {importer for module in applying for importer in self.importers().get(module, ())}
-
-    def _leading_to(self, found: set[str]) -> set[str]:
-        stack = list(found)
-        while stack:
-            for importer in self.importers().get(stack.pop(), ()):
-                if importer not in found:
-                    found.add(importer)
-                    stack.append(importer)
-        return found
-
-    def importers(self) -> dict[str, set[str]]:
-        """For each module, the modules whose imports may bring it in."""
-        if self._importers is None:
-            self._importers = {}
-            packages: dict[str, list[str]] = {}
-            for module in self.by_module:
-                parts = module.split(".")
-                for end in range(1, len(parts)):
-                    packages.setdefault(".".join(parts[:end]), []).append(module)
-            for file in self.files.values():
-                for target in self._imported(file, packages):
-                    self._importers.setdefault(target, set()).add(file.module)
-        return self._importers
-
-    def _imported(self, file: ProjectFile, packages: dict[str, list[str]]) -> set[str]:
-        """The modules of the project an import of the file names, their packages, and every
-        module of a package imported whole (`import pkg` then `pkg.model.loss`)."""
-        found: set[str] = set()
-        for name in file.index.imports if file.index else ():
-            absolute = _absolute(file, name)
-            while absolute:
-                if absolute in self.by_module:
-                    found.add(absolute)
-                    if not name.startswith(".") and "." not in name:
-                        found.update(packages.get(absolute, ()))
-                absolute = absolute.rpartition(".")[0]
-        return found
-
-    # -- stage 2: facts -----------------------------------------------------------------------------
-
-    def summarise(self, files: list[ProjectFile]) -> None:
-        pending = [file for file in files if not self._take_facts(file)]
-        results = self.workers.map(summarise_file, [f.task for f in pending],
-                                   lambda path, shown, job: (None, _stopped(shown)), CHUNK_FILES)
-        for file, (facts, error) in zip(pending, results):
-            if error is not None:
-                self._failed(file, error)
-            else:
-                self._store_facts(file, facts)
-
-    def _failed(self, file: ProjectFile, error: str) -> None:
-        file.summarised = True
-        if file.job is not None:  # a file of the project that was not given is only context
-            self.outcome.errors.append(error)
-
-    def _store_facts(self, file: ProjectFile, facts: tuple[list, dict | None]) -> None:
-        local, summary = facts
-        entry = self.cache.entry(file.content_key)
-        entry["summary"] = summary
-        if file.job is not None:
-            entry.setdefault("local", {})[_facts_key(file.job)] = local
-        if not self._take_facts(file):
-            file.summarised = True  # it cannot be read back: a bug, but not one to loop on
-
-    def _take_facts(self, file: ProjectFile) -> bool:
-        """Take a file's facts from its cache entry; False when they are not there (or not whole)."""
-        entry = self.cache.entry(file.content_key)
-        if "summary" not in entry:
-            return False
-        local: list[Diagnostic] | None = []
-        if file.job is not None:
-            local = diagnostics_from_json(entry.get("local", {}).get(_facts_key(file.job)), file.shown)
-        try:
-            summary = ModuleSummary.from_json(entry["summary"]) if entry["summary"] is not None else None
-        except (KeyError, TypeError, ValueError, AttributeError):
-            return False
-        if local is None:
-            return False
-        file.facts, file.summarised = engine.FileFacts(local, summary), True
-        return True
-
-    # -- stage 3: linking ---------------------------------------------------------------------------
-
-    def link(self) -> Project:
-        """Link; then summarise the files found to call a helper by name, and link again."""
-        while True:
-            modules = {f.module: ModuleEntry(f.module, f.shown, f.is_package, f.facts and f.facts.summary,
-                                             loaded=f.summarised) for f in self.by_module.values()}
-            project = Project(modules, self._load, None if self.everything else self.leading_to_regions,
-                              None if self.everything else self.transforming)
-            project.link(sorted(m for m, f in self.by_module.items() if f.facts and f.facts.summary))
-            callers = self._callers_by_name(project)
-            if not callers:
-                return project
-            self.summarise(callers)
-
-    def _load(self, entry: ModuleEntry) -> ModuleSummary | None:
-        """A module a chain enters is summarised when it is first met."""
-        file = self.by_module[entry.name]
-        if not file.summarised:
-            self.summarise([file])
-        return file.facts.summary if file.facts else None
-
-    def _callers_by_name(self, project: Project) -> list[ProjectFile]:
-        """Files not summarised yet that import the module of a helper handing a parameter to a
-        transform or tracer (or a package of it), or of a function returning what it computes in a
-        region while they may call backward, and that name that function."""
-        wanted: dict[tuple[str, bool], set[str]] = {}  # (module, only files calling backward) -> names
-        for (module, function, _), (_, sourced) in project.helpers():
-            if sourced:
-                wanted.setdefault((module, False), set()).add(function)
-        for module in project.loaded():
-            for name, function in project.summary(module).functions.items():
-                if function.returns_region:
-                    wanted.setdefault((module, True), set()).add(name)
-        found = []
-        for (module, backward), names in sorted(wanted.items()):
-            names = {name.split("#")[0] for name in names if name.split("#")[0].isidentifier()}
-            importers = set(self.importers().get(module, ()))
-            for package in _packages(module):  # `from pkg import hvp` re-exported by pkg/__init__.py
-                importers |= self.importers().get(package, set())
-            for importer in sorted(importers):
-                file = self.by_module[importer]
-                if not file.summarised and file.index is not None and (file.index.backward or not backward) \
-                        and names and self._mentions(file, names):
-                    found.append(file)
-        return list({file.path: file for file in found}.values())
-
-    def _mentions(self, file: ProjectFile, names: set[str]) -> bool:
-        entry = self.cache.entry(file.content_key)
-        key = ",".join(sorted(names))
-        mentions = entry.setdefault("mentions", {})
-        if key not in mentions:
-            try:
-                data = file.job.data if file.job and file.job.data is not None else read_regular_file(file.path)
-            except OSError:
-                return False
-            mentions[key] = _mentions(data, key)
-        return mentions[key]
-
-    # -- stage 4: finished findings -----------------------------------------------------------------
-
-    def finish(self, project: Project, fixes: FixSettings) -> None:
-        given = frozenset(f.module for f in self.files.values() if f.job is not None)
-        pending = []
-        for file in self.files.values():
-            if file.job is None or file.facts is None:
-                continue
-            self.findings[file.path] = list(file.facts.local)
-            if self.by_module.get(file.module) is not file:
-                continue  # a second file of the same module name: linked as the first one
-            found = self.found[file.path] = engine.linked(project, file.module, given, file.job.codes, file.shown,
-                                                          file.job.release)
-            if not found:
-                continue
-            key = _link_key(file.job, found, fixes)
-            stored = self.cache.entry(file.content_key).get("finished", {})
-            finished = diagnostics_from_json(stored[key], file.shown) if key in stored else None
-            if finished is None:
-                pending.append((file, key, found))
-            else:
-                self.findings[file.path] += finished
-        results = self.workers.map(finish_file, [(*f.task, found, fixes) for f, _, found in pending],
-                                   lambda path, shown, *rest: (None, _stopped(shown)), CHUNK_FILES)
-        for (file, key, _), (diagnostics, error) in zip(pending, results):
-            if error is not None:
-                self.outcome.errors.append(error)
-                continue
-            self.cache.entry(file.content_key).setdefault("finished", {})[key] = diagnostics
-            self.findings[file.path] += diagnostics_from_json(diagnostics, file.shown) or []
-        self.outcome.diagnostics += [d for found in self.findings.values() for d in found]
-
-
-def _mentions(data: bytes, names: str) -> bool:
-    """Whether the text uses one of the comma-separated `names` as a word."""
-    pattern = re.compile(rb"\b(?:%s)\b" % b"|".join(re.escape(name.encode()) for name in names.split(",")))
-    return bool(pattern.search(data))
-
-
-def _facts_key(job: Job) -> str:
-    """What the local findings of a file depend on besides its bytes: the rules and the release."""
-    return f"{job.release}:{','.join(sorted(job.codes))}"
-
-
-def _link_key(job: Job, found: list, fixes: FixSettings) -> str:
-    """What the finished findings of a file depend on besides its bytes."""
-    return repr((_facts_key(job), fixes.cache_key,
-                 [(index, d.code, d.severity, d.message, d.row, d.col, d.related) for index, d in found]))
-
-
-def _index_from(entry: dict) -> api.TextIndex | None:
-    try:
-        return api.TextIndex.from_json(entry["index"])
-    except (KeyError, TypeError, ValueError):
-        return None
-
-
-def _packages(module: str) -> list[str]:
-    parts = module.split(".")
-    return [".".join(parts[:end]) for end in range(1, len(parts))]
-
-
-def _absolute(file: ProjectFile, name: str) -> str | None:
-    """`pkg.model` for `.model` imported in `pkg/train.py`."""
-    if not name.startswith("."):
-        return name
-    if file.module.startswith("<"):
-        return None
-    rest = name.lstrip(".")
-    package = file.module.split(".") if file.is_package else file.module.split(".")[:-1]
-    up = len(name) - len(rest) - 1
-    if up > len(package):
-        return None
-    base = package[:len(package) - up]
-    return ".".join([*base, rest] if rest else base)
-
-
-def _stopped(shown: str) -> str:
-    return f"a worker process stopped unexpectedly; not checked: {shown}"
+    return project_run.reach(jobs, project_files, roots, workers, cache)
 
 
 # -- the last run: what it found, and what linking read of each file --------------------------------
-# A file changed since is read again; when linking reads it as before (the same text index, and the
-# same summary or the same answers to the name searches made of it), linking gives what it gave, and
-# only that file's own findings are made again. Otherwise, or past a few such files, the whole
-# project is run again (from the cache).
 
 _LAST_RUN_MAX_CHANGED = CHUNK_FILES
 
@@ -500,6 +165,9 @@ class LastRun:
                     learned: list) -> bool:
         """Take in a file changed since: False when linking may read it differently. What is learned
         of its bytes (a cache entry) is added to `learned`."""
+        from lint_nograd.api import text_index
+        from lint_nograd.project_run import _facts, _facts_key, _local_codes, _mentions, finish_file
+
         key, index, summary, mentions = self.files[str(path)]
         try:
             data = read_regular_file(path)
@@ -507,7 +175,7 @@ class LastRun:
             return False
         if content_key(data) == key:
             return True
-        key, entry = content_key(data), {"index": api.text_index(data).to_json()}
+        key, entry = content_key(data), {"index": text_index(data).to_json()}
         learned.append((path, status, key, entry))
         if _hash(entry["index"]) != index:
             return False
@@ -551,71 +219,3 @@ def _run_key(jobs: Sequence[Job], project_files: Sequence[tuple[Path, str]], roo
 
 def _hash(value: object) -> str:
     return hashlib.blake2b(json.dumps(value, sort_keys=True).encode(), digest_size=16).hexdigest()
-
-
-# -- what worker processes do (module-level functions: they are sent by name) ------------------------
-
-def _source(path: Path, job: Job | None) -> bytes:
-    return job.data if job is not None and job.data is not None else read_regular_file(path)
-
-
-def read_file(path: Path, shown: str, job: Job | None):
-    """(status, content key, text index, facts or None, error) of one file; the facts when the
-    file is given and some rule can apply to it by itself."""
-    status = file_status(path) if job is None or job.data is None else None  # before reading: never newer
-    try:
-        data = _source(path, job)
-    except OSError as error:  # removed since it was found, a broken link, a folder, ...
-        return None, "", None, None, f"cannot read {shown}: {error.strerror or error}"
-    index, key = api.text_index(data), content_key(data)
-    facts, error = None, None
-    if job is not None and _local_codes(data, shown, job.codes) and not _known_facts(key, job):
-        facts, error = _facts(data, shown, job.codes, job.release)
-    return status, key, index.to_json(), facts, error
-
-
-_CACHE: list[Cache] = []  # the run's cache, which worker processes inherit when they are forked
-
-
-def _known_facts(key: str, job: Job) -> bool:
-    """Whether the cache has this file's facts by its content (a file touched but not changed)."""
-    entry = _CACHE[0].peek(key) if _CACHE else None
-    return isinstance(entry, dict) and "summary" in entry and _facts_key(job) in entry.get("local", {})
-
-
-def summarise_file(path: Path, shown: str, job: Job | None):
-    """(facts, error) of one file."""
-    try:
-        data = _source(path, job)
-    except OSError as error:
-        return None, f"cannot read {shown}: {error.strerror or error}"
-    return _facts(data, shown, job.codes if job else frozenset(), job.release if job else "")
-
-
-def _local_codes(data: bytes, shown: str, codes: frozenset[str]) -> frozenset[str]:
-    """The rules a given file can have a finding of by itself; for a notebook, the cells decide."""
-    return codes if shown.endswith(".ipynb") else engine.codes_to_check(data, codes)
-
-
-def _facts(data: bytes, shown: str, codes: frozenset[str], torch_version: str):
-    try:
-        found = engine.facts(data, shown, _local_codes(data, shown, codes) if codes else codes,
-                             torch_version=torch_version or None)
-    except Exception as error:  # a bug with one file must not stop the others
-        return None, f"failed to check {shown}: internal error: {type(error).__name__}: {error}"
-    return (diagnostics_to_json(found.local), found.summary.to_json() if found.summary else None), None
-
-
-def finish_file(path: Path, shown: str, job: Job, found: list, fixes: FixSettings):
-    """(finished findings, error) of one file."""
-    from lint_nograd import fix  # the fix layer, which loads libcst only to write a fix
-
-    try:
-        data = _source(path, job)
-    except OSError as error:
-        return None, f"cannot read {shown}: {error.strerror or error}"
-    try:
-        attach_fixes = functools.partial(fix.attach_fixes, settings=fixes)
-        return diagnostics_to_json(engine.finish(data, shown, job.codes, found, attach_fixes)), None
-    except Exception as error:  # a bug with one file must not stop the others
-        return None, f"failed to check {shown}: internal error: {type(error).__name__}: {error}"

@@ -27,8 +27,7 @@ from lint_nograd.cache import FOLDER_NAME, Cache
 from lint_nograd.config import ConfigError, load_config, project_root, select_rules
 from lint_nograd.diagnostics import Diagnostic, Edit
 from lint_nograd.files import DEFAULT_EXCLUDE, compile_patterns, discover, shown_path
-from lint_nograd.fix_plan import FixSettings
-from lint_nograd.fix_spelling import DEFAULT_STOP_GRADIENT
+from lint_nograd.fix_settings import DEFAULT_STOP_GRADIENT, FixSettings
 from lint_nograd.runner import Job
 
 NAME = "lint-nograd"

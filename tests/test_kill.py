@@ -212,7 +212,9 @@ def test_ctrl_c_prints_one_line_and_exits_130(busy_project, command, whom):
 
 
 def test_never_more_workers_than_work(tmp_path, monkeypatch, capsys):
-    from lint_nograd import cli, runner, workers
+    import concurrent.futures
+
+    from lint_nograd import cli, runner
     from test_cli_fix import FIXABLE
 
     (tmp_path / "pyproject.toml").write_text("[tool.lint-nograd]\n")
@@ -221,13 +223,13 @@ def test_never_more_workers_than_work(tmp_path, monkeypatch, capsys):
         (tmp_path / f"m{index:03d}.py").write_text(FIXABLE)
     monkeypatch.chdir(tmp_path)
     started: list[int] = []
-    real = workers.ProcessPoolExecutor
+    real = concurrent.futures.ProcessPoolExecutor
 
     def counted(max_workers, **options):
         started.append(max_workers)
         return real(max_workers=max_workers, **options)
 
-    monkeypatch.setattr(workers, "ProcessPoolExecutor", counted)
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", counted)  # as the workers import it
     assert cli.main(["check", "--no-cache", "--jobs", "300", "--output-format", "concise"]) == 1
     assert cli.main(["fix", "--no-cache", "--jobs", "300", "--output-format", "concise"]) == 0
     # as many as chunks of files to read, summarise and finish; as many as files to fix
