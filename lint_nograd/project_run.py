@@ -126,7 +126,8 @@ class Run:
                 continue
             file.content_key, file.index = key, api.TextIndex.from_json(index)
             self.cache.record(file.path, status, key)
-            self.cache.entry(key)["index"] = index
+            if self.cache.folder is not None:
+                self.cache.entry(key)["index"] = index
             if facts is not None:
                 self._store_facts(file, facts)
             elif file.job is not None:
@@ -210,16 +211,17 @@ class Run:
 
     def _store_facts(self, file: ProjectFile, facts: tuple[list, dict | None]) -> None:
         local, summary = facts
-        entry = self.cache.entry(file.content_key)
-        entry["summary"] = summary
-        if file.job is not None:
-            entry.setdefault("local", {})[_facts_key(file.job)] = local
-        if not self._take_facts(file):
+        stored = {"summary": summary, "local": {_facts_key(file.job): local} if file.job is not None else {}}
+        if self.cache.folder is not None:  # without a cache, the summary is not kept twice
+            entry = self.cache.entry(file.content_key)
+            entry["summary"] = summary
+            entry.setdefault("local", {}).update(stored["local"])
+        if not self._take_facts(file, stored):
             file.summarised = True  # it cannot be read back: a bug, but not one to loop on
 
-    def _take_facts(self, file: ProjectFile) -> bool:
-        """Take a file's facts from its cache entry; False when they are not there (or not whole)."""
-        entry = self.cache.entry(file.content_key)
+    def _take_facts(self, file: ProjectFile, entry: dict | None = None) -> bool:
+        """Take a file's facts from `entry` or its cache entry; False when they are not there (or not whole)."""
+        entry = entry if entry is not None else self.cache.entry(file.content_key)
         if "summary" not in entry:
             return False
         local: list[Diagnostic] | None = []
