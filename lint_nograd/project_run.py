@@ -31,6 +31,9 @@ from lint_nograd.summary import ModuleSummary
 from lint_nograd.workers import Workers
 
 
+SUMMARY_CHUNK_FILES = 4  # files summarised by a worker at once (a text index is cheaper: runner.CHUNK_FILES)
+
+
 def run(jobs: Sequence[Job], project_files: Sequence[tuple[Path, str]], roots: Sequence[Path], workers: int,
         cache: Cache, fixes: FixSettings, everything: bool = False) -> "Run":
     """Stages 1 to 4 (see `runner.check`)."""
@@ -195,9 +198,10 @@ class Run:
     # -- stage 2: facts -----------------------------------------------------------------------------
 
     def summarise(self, files: list[ProjectFile]) -> None:
-        pending = [file for file in files if not self._take_facts(file)]
+        pending = sorted((file for file in files if not self._take_facts(file)), key=_size, reverse=True)
+        # the largest first, a few at a time: one file may take as long as a hundred others
         results = self.workers.map(summarise_file, [f.task for f in pending],
-                                   lambda path, shown, job: (None, _stopped(shown)), runner.CHUNK_FILES)
+                                   lambda path, shown, job: (None, _stopped(shown)), SUMMARY_CHUNK_FILES)
         for file, (facts, error) in zip(pending, results):
             if error is not None:
                 self._failed(file, error)
@@ -332,6 +336,13 @@ def _mentions(data: bytes, names: str) -> bool:
     """Whether the text uses one of the comma-separated `names` as a word."""
     pattern = re.compile(rb"\b(?:%s)\b" % b"|".join(re.escape(name.encode()) for name in names.split(",")))
     return bool(pattern.search(data))
+
+
+def _size(file: ProjectFile) -> int:
+    try:
+        return file.path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _facts_key(job: Job) -> str:
