@@ -14,7 +14,7 @@ import bisect
 import itertools
 import re
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Callable, Optional
 
 from lint_nograd import api
 from lint_nograd.scopes import COMPREHENSION_NODES, FUNCTION_NODES, Scope, Scopes
@@ -153,6 +153,56 @@ class Frame:
             self.state = self.state.after(change)
 
 
+# Fields that never hold a node a walk needs: identifiers, numbers, contexts and operators.
+_NOT_NODES = frozenset({"ctx", "op", "ops", "id", "attr", "arg", "names", "asname", "module", "level", "kind",
+                        "type_comment", "conversion", "is_async", "simple", "tag", "rest"})
+_NOTHING_BELOW = (ast.expr_context, ast.operator, ast.unaryop, ast.cmpop, ast.boolop)
+
+
+class TableVisitor(ast.NodeVisitor):
+    """A NodeVisitor that dispatches through a table by the node's type, and visits only the fields
+    that can hold nodes: walks over every node of a file spend most of their time dispatching.
+    `leaves` (a class keyword): the types whose nodes hold nothing the walk needs, never visited."""
+
+    _visitors: dict[type, Callable] = {}
+
+    def __init_subclass__(cls, leaves: frozenset = frozenset(), **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._visitors = {kind: getattr(cls, "visit_" + kind.__name__, cls.generic_visit) for kind in _NODE_TYPES
+                         if kind not in leaves and kind is not ast.Constant and not issubclass(kind, _NOTHING_BELOW)}
+
+    def visit(self, node: ast.AST | None) -> None:
+        visit = self._visitors.get(type(node))
+        if visit is not None:
+            visit(self, node)
+
+    def _visit_all(self, nodes) -> None:
+        """Visit each of `nodes` (None skipped)."""
+        visitors = self._visitors
+        for node in nodes:
+            visit = visitors.get(type(node))
+            if visit is not None:
+                visit(self, node)
+
+    def generic_visit(self, node: ast.AST) -> None:
+        visitors = self._visitors
+        for name in _CHILDREN[type(node)]:
+            value = getattr(node, name, None)
+            if type(value) is list:
+                for item in value:
+                    visit = visitors.get(type(item))
+                    if visit is not None:
+                        visit(self, item)
+            else:
+                visit = visitors.get(type(value))
+                if visit is not None:
+                    visit(self, value)
+
+
+_NODE_TYPES = [kind for kind in vars(ast).values() if isinstance(kind, type) and issubclass(kind, ast.AST)]
+_CHILDREN = {kind: tuple(name for name in kind._fields if name not in _NOT_NODES) for kind in _NODE_TYPES}
+
+
 # Calls whose result is an existing object, not one computed by an operation.
 _NOT_OPERATIONS = frozenset({"getattr", "next", "iter", "get", "pop", "setdefault", "popitem"})
 _SCOPE_NODES = (*FUNCTION_NODES, ast.ClassDef, *COMPREHENSION_NODES)
@@ -230,12 +280,14 @@ class SemanticModel:
         qualified name of each definition. This visits every statement of the file: it dispatches
         on the type, for speed."""
         function = frame_node if isinstance(frame_node, FUNCTION_NODES) else None
+        add_statement = self._statements.append
         for node in statements:
-            self._statements.append((node, scope))
+            add_statement((node, scope))
             kind = type(node)
             if kind not in _COMPOUND:
-                if kind is ast.Expr and type(node.value) is ast.Call:
-                    self._candidates.append((node.value, scope, node, function, frame_node))
+                if kind is ast.Expr:
+                    if type(node.value) is ast.Call:
+                        self._candidates.append((node.value, scope, node, function, frame_node))
                 elif kind is ast.Assign and len(node.targets) == 1 and type(node.targets[0]) is ast.Name:
                     self._aliases.append((node.targets[0].id, _last_name(node.value)))
                 elif kind is ast.Import or kind is ast.ImportFrom:
@@ -255,7 +307,8 @@ class SemanticModel:
                 self._candidates += [(item.context_expr, scope, node, function, frame_node)
                                      for item in node.items]
             for block in _blocks(node):
-                self._find_candidates(block, scope, frame_node, prefix)
+                if block:
+                    self._find_candidates(block, scope, frame_node, prefix)
 
     def _unique(self, name: str) -> str:
         if name not in self._taken_names:
@@ -314,20 +367,30 @@ class SemanticModel:
             for statement in self.module.body:
                 finder.visit(statement)
             return finder.calls
-        words = self._with_aliases(names)
-        pattern = re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, sorted(words))))
-        lines = _lines_of(self.text, [match.start() for match in pattern.finditer(self.text)])
-        for statement, scope in self._statements:
-            first, last = _header_lines(statement)
-            index = bisect.bisect_left(lines, first)
-            if index < len(lines) and lines[index] <= last:
-                finder.scope = scope
-                for part in _header(statement):
-                    finder.visit(part)
+        lines = _lines_of(self.text, _word_offsets(self.text, self._with_aliases(names)))
+        for index in self._statements_on(lines):
+            statement, finder.scope = self._statements[index]
+            for part in _header(statement):
+                finder.visit(part)
         return finder.calls
 
+    def _statements_on(self, lines: list[int]) -> list[int]:
+        """The indexes in `_statements` of the statements whose header (all of a simple statement)
+        is on one of `lines`, in order. The walk met the statements in the order of the source, so
+        their header lines only grow: the first header reaching a line is found by bisection."""
+        statements, found = self._statements, {}
+        for line in lines:
+            index = bisect.bisect_left(statements, line, key=_last_header_line)
+            while index < len(statements):
+                first, last = _header_lines(statements[index][0])
+                if first > line:
+                    break
+                found[index] = None  # first <= line <= last
+                index += 1
+        return sorted(found)
 
-class _CallFinder(ast.NodeVisitor):
+
+class _CallFinder(TableVisitor, leaves=frozenset({ast.Name})):
     """Collects calls with the scope each is made in."""
 
     def __init__(self, scopes: Scopes, scope: Scope):
@@ -340,28 +403,21 @@ class _CallFinder(ast.NodeVisitor):
 
     def _nested(self, node: ast.AST, parts: list) -> None:
         outer, self.scope = self.scope, self.scopes.enter(node, self.scope)
-        for part in parts:
-            if part is not None:
-                self.visit(part)
+        self._visit_all(parts)
         self.scope = outer
 
     def visit_FunctionDef(self, node) -> None:
-        for part in (*node.decorator_list, *node.args.defaults, *node.args.kw_defaults):
-            if part is not None:
-                self.visit(part)
+        self._visit_all((*node.decorator_list, *node.args.defaults, *node.args.kw_defaults))
         self._nested(node, node.body)
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        for part in (*node.decorator_list, *node.bases, *node.keywords):
-            self.visit(part)
+        self._visit_all((*node.decorator_list, *node.bases, *node.keywords))
         self._nested(node, node.body)  # a class body runs where it stands
 
     def visit_Lambda(self, node: ast.Lambda) -> None:
-        for part in (*node.args.defaults, *node.args.kw_defaults):
-            if part is not None:
-                self.visit(part)
+        self._visit_all((*node.args.defaults, *node.args.kw_defaults))
         self._nested(node, [node.body])
 
     def _comprehension(self, node) -> None:
@@ -371,7 +427,7 @@ class _CallFinder(ast.NodeVisitor):
     visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comprehension
 
 
-class _FrameWalker(ast.NodeVisitor):
+class _FrameWalker(TableVisitor):
     """Walks one body that holds a region: grad state, values without a graph, transform calls."""
 
     def __init__(self, model: SemanticModel, frame_node: ast.AST):
@@ -393,11 +449,6 @@ class _FrameWalker(ast.NodeVisitor):
 
     def qualified_names(self, expr: ast.expr) -> frozenset[str]:
         return self.scopes.qualified_names(expr, self._scope)
-
-    def _visit_all(self, nodes) -> None:
-        for node in nodes:
-            if node is not None:
-                self.visit(node)
 
     def _branch(self, statements: list[ast.stmt]) -> None:
         self._frame.blocks.append(next(self._branch_ids))
@@ -637,6 +688,26 @@ def inside_comprehension(node) -> list:
     return inside + [getattr(node, name, None) for name in ("elt", "key", "value")]
 
 
+def _word_offsets(text: str, words) -> list[int]:
+    """Where `words` are written as whole words in `text`, in order: the starts of the matches of
+    `\b(?:word|...)\b`, on the same lines (str.find is many times faster than such a pattern)."""
+    offsets = []
+    for word in words:
+        at = text.find(word)
+        while at >= 0:
+            if _word_boundary(text, at) and _word_boundary(text, at + len(word)):
+                offsets.append(at)
+            at = text.find(word, at + 1)
+    return sorted(offsets)
+
+
+def _word_boundary(text: str, at: int) -> bool:
+    """Whether `at` is a word boundary, as `\b` sees one in a `str` pattern."""
+    before = at > 0 and (text[at - 1].isalnum() or text[at - 1] == "_")
+    after = at < len(text) and (text[at].isalnum() or text[at] == "_")
+    return before != after
+
+
 def _lines_of(text: str, offsets: list[int]) -> list[int]:
     """The line numbers (from 1) of increasing character offsets into `text`."""
     if "\r" in text:  # lone carriage returns end lines too: find every line start
@@ -669,6 +740,10 @@ def _header_lines(statement: ast.stmt) -> tuple[int, int]:
     first = min([statement.lineno] + [d.lineno for d in getattr(statement, "decorator_list", ())])
     body = statement.cases[0].body if hasattr(statement, "cases") else statement.body
     return first, max(statement.lineno, body[0].lineno - 1)
+
+
+def _last_header_line(entry: tuple[ast.stmt, Scope]) -> int:
+    return _header_lines(entry[0])[1]
 
 
 def _header(statement: ast.stmt) -> list[ast.AST]:

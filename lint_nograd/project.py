@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from itertools import chain
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePath
 from typing import Optional
@@ -87,6 +87,7 @@ class Project:
         self._runs: dict[Value, tuple[Value, ...]] = {}
         self._parameters: dict[tuple[str, str, str], tuple[bool, dict[str, Reacher]]] = {}
         self._uses: dict[str, dict[tuple, list]] = {}  # module -> parameter -> how its functions use it
+        self._origins: dict = {}  # import, or (importer, import) when relative -> module
         self.reached: dict[FunctionKey, dict[str, Reacher]] = defaultdict(dict)
         self._queue: deque = deque()
         self._reported_in: Optional[tuple[frozenset[str], dict]] = None
@@ -148,9 +149,14 @@ class Project:
     # -- values -------------------------------------------------------------------------------------
 
     def resolve(self, module: str, ref: Ref, depth: int = 0) -> tuple[Value, ...]:
+        """What a ref of `module` stands for. Remembered unless a load was refused on the way: the
+        modules it looked into were loaded then, and a module once loaded stays so, so looking again
+        would find the same; a refused load may be allowed later (looking into a helper), and then
+        the ref is looked at again."""
         key = (module, ref)
-        if key in self._resolved:
-            return self._resolved[key]
+        values = self._resolved.get(key)
+        if values is not None:
+            return values
         if depth > _MAX_DEPTH:
             return ()
         self._resolved[key] = ()  # a cycle of imports or assignments resolves to nothing
@@ -243,9 +249,11 @@ class Project:
         return False
 
     def runs(self, value: Value) -> tuple[Value, ...]:
-        """The functions calling `value` runs: a function itself, an instance's `forward`, ..."""
-        if value in self._runs:
-            return self._runs[value]
+        """The functions calling `value` runs: a function itself, an instance's `forward`, ...
+        (remembered as `resolve` remembers)."""
+        functions = self._runs.get(value)
+        if functions is not None:
+            return functions
         self._runs[value] = ()
         refused = self._refused
         functions = tuple(self._functions_run(value))
@@ -270,25 +278,34 @@ class Project:
             yield from self.runs(value[1])
 
     def _values(self, module: str, refs: Iterable[Ref]) -> Iterator[Value]:
+        """Lazily: a caller that stops at the first value it wants resolves no more refs."""
         for ref in refs:
             yield from self.resolve(module, ref)
 
-    def _functions(self, module: str, refs: Iterable[Ref]) -> Iterator[Value]:
-        for value in self._values(module, refs):
-            yield from self.runs(value)
+    def _functions(self, module: str, refs: Iterable[Ref]) -> list[Value]:
+        """The functions the refs run, in order: resolved and run in the order a lazy walk would
+        take, all at once (the callers use them all)."""
+        found: list[Value] = []
+        for ref in refs:
+            for value in self.resolve(module, ref):
+                found += self.runs(value)
+        return found
 
-    def _bind(self, callee: Value, site) -> Iterator[tuple[str, tuple[Ref, ...]]]:
-        """The parameters of `callee` that a call site passes something to, with its refs."""
+    def _bind(self, callee: Value, site, found: list) -> None:
+        """Add to `found` (callee, parameter, refs) for each parameter of `callee` that a call site
+        passes something to. The callee's module is loaded (`runs` found the function in it), so
+        this looks at nothing new."""
         function = self.function((callee[1], callee[2]))
         if function is None:
             return
+        params = function.params
         offset = 1 if callee[3] else 0
-        for index, refs in enumerate(site.args):
-            if refs and index + offset < len(function.params):
-                yield function.params[index + offset], refs
+        for index, refs in enumerate(site.args, offset):
+            if refs and index < len(params):
+                found.append((callee, params[index], refs))
         for keyword, refs in site.keywords.items():
-            if keyword in function.params or keyword in function.kwonly:
-                yield keyword, refs
+            if keyword in params or keyword in function.kwonly:
+                found.append((callee, keyword, refs))
 
     # -- linking ------------------------------------------------------------------------------------
 
@@ -300,50 +317,64 @@ class Project:
                 for source in function.sources:
                     self._seed(module, source)
                 for site in function.call_sites:
-                    self._seed_helper_call(module, site)
+                    if self._may_transform(module, site) and self._passes_a_lead(module, site):
+                        self._seed_helper_call(module, site)
         self._propagate()
-
-    @contextmanager
-    def _looking_into_helpers(self, level: int):
-        outer, self._permissive = self._permissive, max(self._permissive, level)
-        try:
-            yield
-        finally:
-            self._permissive = outer
 
     def _passes_a_lead(self, module: str, site) -> bool:
         """Whether a call hands on something defined in a module that may lead to a region: told
         from the refs alone, so that nothing is loaded to answer."""
-        return any(found is not None and self.leads(found) for found in
-                   (self._module_of(module, ref) for refs in (*site.args, *site.keywords.values()) for ref in refs))
+        leads = self._leads
+        for refs in chain(site.args, site.keywords.values()) if site.keywords else site.args:
+            for ref in refs:
+                found = self._module_of(module, ref)
+                if found is not None and (leads is None or found in leads):
+                    return True
+        return False
 
     def _may_transform(self, module: str, site) -> bool:
         """Whether a call's callee may be a helper that transforms its parameter: one of a module
         that may apply a transform, or import one that may (told from the refs: nothing loaded)."""
-        return self._transforms is None or any(
-            self._module_of(module, ref) in self._transforms for ref in site.callees)
+        transforms = self._transforms
+        if transforms is None:
+            return True
+        for ref in site.callees:
+            if self._module_of(module, ref) in transforms:
+                return True
+        return False
 
     def _module_of(self, module: str, ref: Ref) -> Optional[str]:
         """The module a ref's value comes from: this one, or the one its import names."""
-        while ref[0] in ("attr", "inst", "call", "wrap"):
+        kind = ref[0]
+        while kind in _WRAPPING:
             ref = ref[1]
-        if ref[0] in ("fn", "cls"):
-            return module
-        if ref[0] == "imp":
-            name = self._absolute(module, ref[1])
-            while name:
-                if name in self.modules:
-                    return name
-                name = name.rpartition(".")[0]
-        return None
+            kind = ref[0]
+        if kind != "imp":
+            return module if kind == "fn" or kind == "cls" else None
+        # Which module an import names depends on the module names alone, which do not change:
+        # remembered, as every call site's refs are looked at; by the name alone when absolute.
+        name = ref[1]
+        key = (module, name) if name[:1] == "." else name
+        found = self._origins.get(key, _UNSEEN)
+        if found is _UNSEEN:
+            found = self._absolute(module, name)
+            while found and found not in self.modules:
+                found = found.rpartition(".")[0]
+            found = self._origins[key] = found or None
+        return found
 
-    def _helpers(self, module: str, site) -> Iterator[tuple[Value, str, tuple[Ref, ...]]]:
+    def _helpers(self, module: str, site) -> list[tuple[Value, str, tuple[Ref, ...]]]:
         """(callee, parameter, refs) for each parameter of a helper a call site passes something to."""
-        with self._looking_into_helpers(1):
-            callees = list(self._functions(module, site.callees))
+        outer = self._permissive
+        self._permissive = max(outer, 1)  # looking into helpers: modules that may transform are loaded
+        try:
+            callees = self._functions(module, site.callees)
+        finally:
+            self._permissive = outer
+        found: list[tuple[Value, str, tuple[Ref, ...]]] = []
         for callee in callees:
-            for name, refs in self._bind(callee, site):
-                yield callee, name, refs
+            self._bind(callee, site, found)
+        return found
 
     def parameter(self, key: tuple[str, str, str]) -> tuple[bool, dict[str, Reacher]]:
         """Whether a function calls its parameter, and the first reacher per mode of the transforms
@@ -359,7 +390,7 @@ class Project:
                 sourced.setdefault(use[0], use[1])
             elif called or self._may_transform(key[0], use) or self._permissive == 2:  # passed to a helper
                 for callee, name, refs in self._helpers(key[0], use):
-                    if any(key in _parameters(key[0], ref) for ref in refs):
+                    if _passes(key, refs):
                         more_called, more_sourced = self.parameter((callee[1], callee[2], name))
                         called = called or more_called
                         for mode, reacher in more_sourced.items():
@@ -379,14 +410,20 @@ class Project:
             summary = self.summary(module)
             for function in summary.functions.values() if summary else ():
                 for ref in function.calls:
-                    for parameter in _parameters(module, ref):
+                    if ref[0] in _PASSED and (parameter := _parameter(module, ref)) is not None:
                         uses[parameter].append("called")
                 for source in function.sources:
-                    for parameter in (p for ref in source.targets for p in _parameters(module, ref)):
-                        uses[parameter] += [(mode, _reacher(mode, module, source)) for mode in source.modes]
+                    for ref in source.targets:
+                        parameter = _parameter(module, ref)
+                        if parameter is not None:
+                            uses[parameter] += [(mode, _reacher(mode, module, source)) for mode in source.modes]
                 for site in function.call_sites:
-                    for parameter in {p for refs in (*site.args, *site.keywords.values())
-                                      for ref in refs for p in _parameters(module, ref)}:
+                    passed = {}  # each parameter the site passes, once
+                    for refs in chain(site.args, site.keywords.values()) if site.keywords else site.args:
+                        for ref in refs:
+                            if ref[0] in _PASSED and (parameter := _parameter(module, ref)) is not None:
+                                passed[parameter] = None
+                    for parameter in passed:
                         uses[parameter].append(site)
             self._uses[module] = uses
         return self._uses[module]
@@ -405,11 +442,11 @@ class Project:
                 self._reach(function, mode, _reacher(mode, module, source))
 
     def _seed_helper_call(self, module: str, site) -> None:
-        """`hvp(energy, x, v)` with `def hvp(f, x, v): return jvp(grad(f), ...)` reaches `energy`."""
-        if not self._may_transform(module, site) or not self._passes_a_lead(module, site):
-            return
+        """`hvp(energy, x, v)` with `def hvp(f, x, v): return jvp(grad(f), ...)` reaches `energy`
+        (for a call that may transform and passes a lead)."""
         for callee, name, refs in self._helpers(module, site):
-            for mode, inner in self.parameter((callee[1], callee[2], name))[1].items():
+            sourced = self.parameter((callee[1], callee[2], name))[1]
+            for mode, inner in sourced.items():
                 reacher = replace(inner, via=(module, site.span, site.text))
                 for function in self._functions(module, refs):
                     self._reach(function, mode, reacher)
@@ -429,9 +466,13 @@ class Project:
             for site in function.call_sites:  # a helper that calls (or transforms) what it is given
                 if not self._passes_a_lead(module, site):
                     continue
-                with self._looking_into_helpers(2):
+                outer = self._permissive
+                self._permissive = 2  # following a chain: any module may be loaded
+                try:
                     helpers = [(callee, refs) for callee, parameter, refs in self._helpers(module, site)
                                if any(self.parameter((callee[1], callee[2], parameter)))]
+                finally:
+                    self._permissive = outer
                 for callee, refs in helpers:
                     for passed in self._functions(module, refs):
                         self._reach(passed, mode, onward)
@@ -463,10 +504,11 @@ class Project:
 
     def graphless_callee(self, module: str, site: BackwardSite) -> Optional[tuple[str, Function]]:
         """The function, returning values it computes in a region, that a backward site's value comes from."""
-        for callee in self._functions(module, site.callees):
-            function = self.function((callee[1], callee[2]))
-            if function is not None and function.returns_region is not None:
-                return callee[1], function
+        for value in self._values(module, site.callees):  # lazily: the first found is the answer
+            for callee in self.runs(value):
+                function = self.function((callee[1], callee[2]))
+                if function is not None and function.returns_region is not None:
+                    return callee[1], function
         return None
 
     def where(self, module: str, span: Span, here: str) -> str:
@@ -495,11 +537,26 @@ class Project:
         return text
 
 
-def _parameters(module: str, ref: Ref) -> tuple[tuple[str, str, str], ...]:
+_WRAPPING = ("attr", "inst", "call", "wrap")  # the kinds of ref whose value comes from an inner ref
+_PASSED = ("param", "wrap")  # the kinds of ref that may stand for a parameter
+_UNSEEN = object()  # not looked up yet (None is an answer)
+
+
+def _parameter(module: str, ref: Ref) -> Optional[tuple[str, str, str]]:
     """The parameter a ref stands for: `f`, or `vmap(f)`, when `f` is a parameter."""
     while ref[0] == "wrap":
         ref = ref[1]
-    return ((module, ref[1], ref[2]),) if ref[0] == "param" else ()
+    return (module, ref[1], ref[2]) if ref[0] == "param" else None
+
+
+def _passes(key: tuple[str, str, str], refs: tuple[Ref, ...]) -> bool:
+    """Whether one of an argument's refs stands for the parameter `key` (of a function of its module)."""
+    for ref in refs:
+        while ref[0] == "wrap":
+            ref = ref[1]
+        if ref[0] == "param" and ref[1] == key[1] and ref[2] == key[2]:
+            return True
+    return False
 
 
 def _reacher(mode: str, module: str, source) -> Reacher:

@@ -19,21 +19,18 @@ COMPREHENSION_NODES = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp
 _BODIES = ("body", "orelse", "finalbody", "handlers")
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Binding:
     name: str
     node: ast.AST  # the import, def, class, assignment, target or parameter that binds the name
     _scope: "weakref.ReferenceType[Scope]"  # weak: no reference cycle, so no garbage collector needed
     imported: Optional[str] = None  # the qualified name an import binds: `torch.func.grad`
     value: Optional[ast.expr] = None  # for `name = value`: the value, to follow aliases
+    position: tuple[int, int] = (0, 0)  # (line, column) of `node`, compared with every use
 
     @property
     def scope(self) -> "Scope":
         return self._scope()
-
-    @property
-    def position(self) -> tuple[int, int]:
-        return (getattr(self.node, "lineno", 0), getattr(self.node, "col_offset", 0))
 
 
 @dataclass(eq=False)
@@ -44,10 +41,11 @@ class Scope:
     global_names: set[str] = field(default_factory=set)
     nonlocal_names: set[str] = field(default_factory=set)
     star_imports: list[str] = field(default_factory=list)
+    # What a name not bound here refers to, by name: found in the enclosing scopes once.
+    _from_enclosing: dict[str, list[Binding]] = field(default_factory=dict, repr=False)
 
-    @property
-    def is_class(self) -> bool:
-        return isinstance(self.node, ast.ClassDef)
+    def __post_init__(self) -> None:
+        self.is_class = isinstance(self.node, ast.ClassDef)
 
     @property
     def bindings(self) -> dict[str, list[Binding]]:
@@ -56,15 +54,23 @@ class Scope:
             _Binder(self).collect()
         return self._bindings
 
-    def bind(self, name: str, node: ast.AST, imported: str | None = None, value: ast.expr | None = None):
-        self._bindings.setdefault(name, []).append(Binding(name, node, weakref.ref(self), imported, value))
-
 
 class _Binder:
     """Collects the bindings of one scope from its own statements (not from nested scopes)."""
 
     def __init__(self, scope: Scope):
         self.scope = scope
+        self._ref = weakref.ref(scope)
+        self._bindings = scope._bindings
+
+    def bind(self, name: str, node: ast.AST, imported: str | None = None, value: ast.expr | None = None):
+        position = (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
+        binding = Binding(name, node, self._ref, imported, value, position)
+        bindings = self._bindings.get(name)
+        if bindings is None:
+            self._bindings[name] = [binding]
+        else:
+            bindings.append(binding)
 
     def collect(self) -> None:
         node = self.scope.node
@@ -72,7 +78,7 @@ class _Binder:
             args = node.args
             for arg in (*args.posonlyargs, *args.args, args.vararg, *args.kwonlyargs, args.kwarg):
                 if arg is not None:
-                    self.scope.bind(arg.arg, arg)
+                    self.bind(arg.arg, arg)
         if isinstance(node, COMPREHENSION_NODES):
             for generator in node.generators:
                 self.targets(generator.target)
@@ -83,7 +89,7 @@ class _Binder:
 
     def targets(self, target: ast.AST | None, value: ast.expr | None = None) -> None:
         if isinstance(target, ast.Name):
-            self.scope.bind(target.id, target, value=value)
+            self.bind(target.id, target, value=value)
         elif isinstance(target, (ast.Tuple, ast.List)):
             for element in target.elts:
                 self.targets(element)
@@ -92,62 +98,90 @@ class _Binder:
 
     def statements(self, statements: list) -> None:
         for statement in statements:
-            self.statement(statement)
+            kind = type(statement)
+            if kind in _DEFINITIONS:
+                self.bind(statement.name, statement)
+                continue
+            bind = _BIND.get(kind)
+            if bind is not None:
+                bind(self, statement)
+            for field_name in _BODIES_OF.get(kind, ()):
+                self.statements(getattr(statement, field_name))
 
-    def statement(self, node: ast.AST) -> None:
-        scope = self.scope
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            scope.bind(node.name, node)
-            return
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.asname:
-                    scope.bind(alias.asname, node, imported=alias.name)
-                else:  # `import torch.func` binds `torch`
-                    top = alias.name.partition(".")[0]
-                    scope.bind(top, node, imported=top)
-        elif isinstance(node, ast.ImportFrom):
-            module = "." * node.level + (node.module or "")
-            for alias in node.names:
-                if alias.name == "*":
-                    scope.star_imports.append(module)
-                else:
-                    # `from . import model` binds `.model`; `from .model import f`, `.model.f`
-                    separator = "." if node.module else ""
-                    scope.bind(alias.asname or alias.name, node, imported=f"{module}{separator}{alias.name}")
-        elif isinstance(node, ast.Assign):
-            single = len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-            for target in node.targets:
-                self.targets(target, node.value if single else None)
-        elif isinstance(node, ast.AnnAssign):
-            self.targets(node.target, node.value)
-        elif isinstance(node, (ast.For, ast.AsyncFor)) and isinstance(node.target, ast.Name) \
-                and isinstance(node.iter, (ast.Tuple, ast.List)) and node.iter.elts:
+    def import_(self, node: ast.Import) -> None:
+        for alias in node.names:
+            if alias.asname:
+                self.bind(alias.asname, node, imported=alias.name)
+            else:  # `import torch.func` binds `torch`
+                top = alias.name.partition(".")[0]
+                self.bind(top, node, imported=top)
+
+    def import_from(self, node: ast.ImportFrom) -> None:
+        module = "." * node.level + (node.module or "")
+        for alias in node.names:
+            if alias.name == "*":
+                self.scope.star_imports.append(module)
+            else:
+                # `from . import model` binds `.model`; `from .model import f`, `.model.f`
+                separator = "." if node.module else ""
+                self.bind(alias.asname or alias.name, node, imported=f"{module}{separator}{alias.name}")
+
+    def assign(self, node: ast.Assign) -> None:
+        single = len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+        for target in node.targets:
+            self.targets(target, node.value if single else None)
+
+    def ann_assign(self, node: ast.AnnAssign) -> None:
+        self.targets(node.target, node.value)
+
+    def for_(self, node: ast.For | ast.AsyncFor) -> None:
+        if isinstance(node.target, ast.Name) and isinstance(node.iter, (ast.Tuple, ast.List)) and node.iter.elts:
             # `for f in (f1, f2):` binds `f` to each element in turn: one binding per element
             for element in node.iter.elts:
-                scope.bind(node.target.id, node.target, value=element)
-        elif isinstance(node, (ast.AugAssign, ast.For, ast.AsyncFor)):
+                self.bind(node.target.id, node.target, value=element)
+        else:
             self.targets(node.target)
-        elif isinstance(node, (ast.With, ast.AsyncWith)):
-            for item in node.items:
-                self.targets(item.optional_vars)
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            scope.bind(node.name, node)
-        elif isinstance(node, ast.Delete):
-            for target in node.targets:
-                self.targets(target)
-        elif isinstance(node, ast.Global):
-            scope.global_names.update(node.names)
-        elif isinstance(node, ast.Nonlocal):
-            scope.nonlocal_names.update(node.names)
-        elif type(node).__name__ == "match_case":
-            for pattern in ast.walk(node.pattern):
-                name = getattr(pattern, "name", None) or getattr(pattern, "rest", None)
-                if name:
-                    scope.bind(name, pattern)
-        for field_name in _BODIES:
-            self.statements(getattr(node, field_name, ()))
-        self.statements(getattr(node, "cases", ()))
+
+    def aug_assign(self, node: ast.AugAssign) -> None:
+        self.targets(node.target)
+
+    def with_(self, node: ast.With | ast.AsyncWith) -> None:
+        for item in node.items:
+            self.targets(item.optional_vars)
+
+    def except_handler(self, node: ast.ExceptHandler) -> None:
+        if node.name:
+            self.bind(node.name, node)
+
+    def delete(self, node: ast.Delete) -> None:
+        for target in node.targets:
+            self.targets(target)
+
+    def global_(self, node: ast.Global) -> None:
+        self.scope.global_names.update(node.names)
+
+    def nonlocal_(self, node: ast.Nonlocal) -> None:
+        self.scope.nonlocal_names.update(node.names)
+
+    def match_case(self, node) -> None:
+        for pattern in ast.walk(node.pattern):
+            name = getattr(pattern, "name", None) or getattr(pattern, "rest", None)
+            if name:
+                self.bind(name, pattern)
+
+
+_DEFINITIONS = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef})  # bind their name, no more
+# How each kind of statement binds names (dispatched on the type: this sees every statement of every scope).
+_BIND = {ast.Import: _Binder.import_, ast.ImportFrom: _Binder.import_from, ast.Assign: _Binder.assign,
+         ast.AnnAssign: _Binder.ann_assign, ast.For: _Binder.for_, ast.AsyncFor: _Binder.for_,
+         ast.AugAssign: _Binder.aug_assign, ast.With: _Binder.with_, ast.AsyncWith: _Binder.with_,
+         ast.ExceptHandler: _Binder.except_handler, ast.Delete: _Binder.delete, ast.Global: _Binder.global_,
+         ast.Nonlocal: _Binder.nonlocal_, ast.match_case: _Binder.match_case}
+# The statement lists inside each kind of statement, in the order they are walked (handlers after finalbody).
+_BODIES_OF = {kind: fields for kind in vars(ast).values()
+              if isinstance(kind, type) and issubclass(kind, ast.AST) and kind not in _DEFINITIONS
+              and (fields := tuple(f for f in (*_BODIES, "cases") if f in kind._fields))
+              and (issubclass(kind, (ast.stmt, ast.excepthandler)) or kind.__name__ == "match_case")}
 
 
 class Scopes:
@@ -165,26 +199,26 @@ class Scopes:
 
     def lookup(self, scope: Scope, name: str, position: tuple[int, int]) -> list[Binding]:
         """The bindings `name` may refer to when used at `position` in `scope`."""
+        # A scope's `global` and `nonlocal` names are known once its bindings are collected: the
+        # first lookup in a scope sees none of them.
         if name in scope.global_names:
             scope = self.module
         elif name in scope.nonlocal_names and scope.parent:
             scope = scope.parent
-        own_scope = scope
-        while scope is not None:
-            if scope.is_class and scope is not own_scope:
-                scope = scope.parent
-                continue
-            bindings = scope.bindings.get(name)
-            if bindings:
-                if scope is own_scope:
-                    before = [b for b in bindings if b.position <= position]
-                    if not before:
-                        return bindings
-                    # the last binding before the use; a loop over a tuple binds several at once
-                    return [b for b in before if b.node is before[-1].node]
-                return bindings
-            scope = scope.parent
-        return []
+        bindings = (scope._bindings if scope._bindings is not None else scope.bindings).get(name)
+        if not bindings:
+            enclosing = scope._from_enclosing.get(name)
+            if enclosing is None:
+                enclosing = scope._from_enclosing[name] = _enclosing_bindings(scope.parent, name)
+            return enclosing
+        if len(bindings) == 1:
+            return bindings  # before the use or not, it is the one
+        before = [b for b in bindings if b.position <= position]
+        if not before:
+            return bindings
+        # the last binding before the use; a loop over a tuple binds several at once
+        last = before[-1].node
+        return [b for b in before if b.node is last]
 
     def qualified_names(self, expr: ast.expr, scope: Scope, _depth: int = 0) -> frozenset[str]:
         """Every qualified name `expr` may refer to: {'torch.no_grad'} for `T.no_grad` after `import torch as T`."""
@@ -210,3 +244,15 @@ class Scopes:
         """The binding `name` refers to, when there is exactly one it may refer to."""
         bindings = self.lookup(scope, name.id, (name.lineno, name.col_offset))
         return bindings[0] if len(bindings) == 1 else None
+
+
+def _enclosing_bindings(scope: Scope | None, name: str) -> list[Binding]:
+    """The bindings of `name` in `scope` or the nearest scope enclosing it that binds it (class
+    bodies do not enclose): all of them, wherever the use is."""
+    while scope is not None:
+        if not scope.is_class:
+            bindings = scope.bindings.get(name)
+            if bindings:
+                return bindings
+        scope = scope.parent
+    return []

@@ -24,7 +24,7 @@ from typing import Optional
 
 from lint_nograd import api, entry_points
 from lint_nograd.fix_plan import region_cuts_its_values
-from lint_nograd.model import SemanticModel, inside_comprehension
+from lint_nograd.model import SemanticModel, TableVisitor, inside_comprehension
 from lint_nograd.scopes import Binding, Scope
 
 Ref = tuple
@@ -188,6 +188,8 @@ def _refs(values) -> tuple[Ref, ...]:
 
 def column(line: str, byte_offset: int) -> int:
     """ast counts columns in UTF-8 bytes; diagnostics count characters, from 1."""
+    if line.isascii() and byte_offset >= 0:  # one byte a character (most lines): no need to encode
+        return min(byte_offset, len(line)) + 1
     return len(line.encode("utf-8")[:byte_offset].decode("utf-8", "replace")) + 1
 
 
@@ -200,7 +202,10 @@ def span_of(node: ast.AST, lines: list[str]) -> Span:
 
 def short(node: ast.AST, lines: list[str], limit: int = 40) -> str:
     """The source of a node as written, its first line at most, shortened: `jacfwd(loss)`."""
-    span = span_of(node, lines)
+    return _short(span_of(node, lines), limit)
+
+
+def _short(span: Span, limit: int = 40) -> str:
     text = span.line[span.col - 1:span.end_col - 1] if span.end_row == span.row else span.line[span.col - 1:]
     text = text.rstrip()
     if span.end_row != span.row or len(text) > limit:
@@ -222,31 +227,9 @@ def summarise(model: SemanticModel, lines: list[str]) -> ModuleSummary:
     return _Summariser(model, lines).run()
 
 
-# Nodes with nothing below them that the walk needs.
-_LEAVES = frozenset({ast.Name, ast.Constant, ast.Load, ast.Store, ast.Del, ast.alias, ast.Pass, ast.Break,
-                     ast.Continue, ast.Global, ast.Nonlocal, ast.Import, ast.ImportFrom})
-
-
-class _Summariser(ast.NodeVisitor):
+class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass, ast.Break, ast.Continue,
+                                                 ast.Global, ast.Nonlocal, ast.Import, ast.ImportFrom})):
     """One walk over the whole module, keeping the scope and the function each call is made in."""
-
-    def visit(self, node: ast.AST) -> None:
-        """NodeVisitor's, faster: this walks every node of every file the project needs."""
-        handler = _HANDLERS.get(type(node))
-        if handler is not None:
-            handler(self, node)
-        else:
-            self.generic_visit(node)
-
-    def generic_visit(self, node: ast.AST) -> None:
-        for name in node._fields:
-            value = getattr(node, name, None)
-            if type(value) is list:
-                for item in value:
-                    if type(item) not in _LEAVES and isinstance(item, ast.AST):
-                        self.visit(item)
-            elif type(value) not in _LEAVES and isinstance(value, ast.AST):
-                self.visit(value)
 
     def __init__(self, model: SemanticModel, lines: list[str]):
         self.model, self.scopes, self.lines = model, model.scopes, lines
@@ -258,11 +241,10 @@ class _Summariser(ast.NodeVisitor):
         self.method_class: Optional[str] = None  # the class of the method being walked, for `self.x = ...`
         self.dual_level: list[Span] = []  # enclosing `with dual_level():` blocks that make duals
         self.region_dual_level: dict[int, Span] = {}
-        self._of_binding: dict[int, tuple[Ref, ...]] = {}  # the refs of each binding, once
+        self._of_binding: dict[Binding, tuple[Ref, ...]] = {}  # the refs of each binding, once
 
     def run(self) -> ModuleSummary:
-        for statement in self.model.module.body:
-            self.visit(statement)
+        self._visit_all(self.model.module.body)
         for name, calls in self._calls.items():
             self.functions[name].calls = tuple(calls)
         self._graphless_returns()
@@ -277,17 +259,26 @@ class _Summariser(ast.NodeVisitor):
         """Every ref `expr` may evaluate to; () when it is nothing a function could be."""
         if expr is None or depth > _MAX_DEPTH:
             return ()
-        scope = scope or self.scope
+        if scope is None:
+            scope = self.scope
         kind = type(expr)
         if kind is ast.Name:
             bindings = self.scopes.lookup(scope, expr.id, (expr.lineno, expr.col_offset))
-            if not bindings:
-                return tuple(("imp", module + ("" if module.endswith(".") else ".") + expr.id)
-                             for module in self.scopes.module.star_imports)
+            if len(bindings) == 1:  # most names: what `_binding_refs` returns, without the calls
+                refs = self._of_binding.get(bindings[0])
+                if refs is not None:
+                    return refs
+            elif not bindings:
+                return tuple([("imp", module + ("" if module.endswith(".") else ".") + expr.id)
+                              for module in self.scopes.module.star_imports])
             return self._binding_refs(bindings, depth)
         if kind is ast.Attribute:  # `m.loss` after `import pkg.model as m` is `pkg.model.loss`
-            return tuple(("imp", f"{base[1]}.{expr.attr}") if base[0] == "imp" else ("attr", base, expr.attr)
-                         for base in self.refs(expr.value, scope, depth + 1))
+            bases = self.refs(expr.value, scope, depth + 1)
+            if not bases:
+                return ()
+            attr = expr.attr
+            return tuple([("imp", f"{base[1]}.{attr}") if base[0] == "imp" else ("attr", base, attr)
+                          for base in bases])
         if kind is ast.Lambda:
             return (("fn", self.model.name_of(expr)),)
         if kind is ast.Call:
@@ -299,22 +290,29 @@ class _Summariser(ast.NodeVisitor):
         callees = self.refs(func, scope, depth + 1)
         names = _imported(callees)
         entry = entry_points.entry_point(names) if names else None
-        if entry is not None or names & (api.VMAP | api.PARTIAL):
+        if entry is not None or names & _WRAPPERS:
             position, keyword = entry.argument if entry else (0, "func")
-            return tuple(("wrap", ref) for ref in self.refs(_first_argument(call, position, keyword), scope, depth + 1))
+            return tuple([("wrap", ref)
+                          for ref in self.refs(_first_argument(call, position, keyword), scope, depth + 1)])
         if isinstance(func, ast.Attribute) and func.attr in _RETURN_THE_MODULE and not names:
             return self.refs(func.value, scope, depth + 1)  # `Net().eval()`
-        return tuple(("call", ref) for ref in callees)
+        return tuple([("call", ref) for ref in callees])
 
     def _binding_refs(self, bindings: list[Binding], depth: int) -> tuple[Ref, ...]:
+        if len(bindings) == 1:
+            return self._refs_of(bindings[0], depth)
         found: list[Ref] = []
         for binding in bindings:
-            refs = self._of_binding.get(id(binding))
-            if refs is None:
-                self._of_binding[id(binding)] = ()  # `a = b` and `b = a`: nothing
-                refs = self._of_binding[id(binding)] = self._one_binding_refs(binding, depth)
-            found += refs
+            found += self._refs_of(binding, depth)
         return tuple(dict.fromkeys(found))
+
+    def _refs_of(self, binding: Binding, depth: int) -> tuple[Ref, ...]:
+        """The refs of one binding, each once; found the first time it is asked for."""
+        refs = self._of_binding.get(binding)
+        if refs is None:
+            self._of_binding[binding] = ()  # `a = b` and `b = a`: nothing
+            refs = self._of_binding[binding] = tuple(dict.fromkeys(self._one_binding_refs(binding, depth)))
+        return refs
 
     def _one_binding_refs(self, binding: Binding, depth: int) -> tuple[Ref, ...]:
         node = binding.node
@@ -362,14 +360,11 @@ class _Summariser(ast.NodeVisitor):
         self.dual_level = []  # the body runs when called, not where it is defined
         kind = self._method_kind(node)
         self.method_class = self.model.name_of(outer[0].node) if kind == "method" else None
-        for statement in body:
-            self.visit(statement)
+        self._visit_all(body)
         self.scope, self.function, self.method_class, self.dual_level = outer
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        for part in (*node.decorator_list, *node.args.defaults, *node.args.kw_defaults):
-            if part is not None:
-                self.visit(part)
+        self._visit_all((*node.decorator_list, *node.args.defaults, *node.args.kw_defaults))
         target = ("fn", self.model.name_of(node))
         for decorator in node.decorator_list:  # `@jacfwd`, `@partial(jacfwd, argnums=1)`
             self._decorator_source(decorator, target)
@@ -388,14 +383,11 @@ class _Summariser(ast.NodeVisitor):
             self._add_source(entry.name, modes, (target,), decorator)
 
     def visit_Lambda(self, node: ast.Lambda) -> None:
-        for part in (*node.args.defaults, *node.args.kw_defaults):
-            if part is not None:
-                self.visit(part)
+        self._visit_all((*node.args.defaults, *node.args.kw_defaults))
         self._enter_function(node, [node.body])
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        for part in (*node.decorator_list, *node.bases, *node.keywords):
-            self.visit(part)
+        self._visit_all((*node.decorator_list, *node.bases, *node.keywords))
         name = self.model.name_of(node)
         methods = {s.name: self.model.name_of(s) for s in node.body
                    if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
@@ -427,9 +419,7 @@ class _Summariser(ast.NodeVisitor):
     def _comprehension(self, node) -> None:
         self.visit(node.generators[0].iter)
         outer, self.scope = self.scope, self.scopes.enter(node, self.scope)
-        for part in inside_comprehension(node):
-            if part is not None:
-                self.visit(part)
+        self._visit_all(inside_comprehension(node))
         self.scope = outer
 
     visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comprehension
@@ -448,8 +438,7 @@ class _Summariser(ast.NodeVisitor):
             and self._makes_duals(node.body)
         if dual:
             self.dual_level.append(span_of(node, self.lines))
-        for statement in node.body:
-            self.visit(statement)
+        self._visit_all(node.body)
         if dual:
             self.dual_level.pop()
 
@@ -464,28 +453,58 @@ class _Summariser(ast.NodeVisitor):
 
     # -- calls ------------------------------------------------------------------------------------------
 
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        """`a.b.c`: only what the chain starts from can hold something the walk needs."""
+        value = node.value
+        while type(value) is ast.Attribute:
+            value = value.value
+        visit = self._visitors.get(type(value))
+        if visit is not None:
+            visit(self, value)
+
+    def _visit_arguments(self, node: ast.Call) -> None:
+        """generic_visit of a call, in the same order, with less overhead (this sees every call):
+        the callee and the arguments, an attribute chain as visit_Attribute does."""
+        visitors = self._visitors
+        for child in (node.func, *node.args):
+            while type(child) is ast.Attribute:
+                child = child.value
+            visit = visitors.get(type(child))
+            if visit is not None:
+                visit(self, child)
+        for keyword in node.keywords:
+            child = keyword.value
+            while type(child) is ast.Attribute:
+                child = child.value
+            visit = visitors.get(type(child))
+            if visit is not None:
+                visit(self, child)
+
     def visit_Call(self, node: ast.Call) -> None:
-        self.generic_visit(node)
+        self._visit_arguments(node)
         func = node.func
         callees = self.refs(func)
+        if not callees and not (isinstance(func, ast.Attribute) and func.attr == "trace"):
+            return  # most calls of what is neither the project's nor PyTorch's: `len(x)`, `x.append(y)`
         names = _imported(callees)
-        entry = entry_points.entry_point(names) if names else None
-        if entry is not None:
-            position, keyword = entry.argument
-            targets = self.refs(_first_argument(node, position, keyword))
-            if entry.name == "torch.jit.trace_module":
-                targets += self._traced_methods(node, targets)
-            self._add_source(entry.name, entry.modes_for(_literal_keywords(node)), targets, node)
-            return
-        if names & entry_points.FUNCTIONAL_CALL:
-            callees = self.refs(_first_argument(node, 0, "module"))  # functional_call(module, ...) calls it
-        elif isinstance(func, ast.Attribute) and func.attr == "trace" and not names:
+        if names:
+            entry = entry_points.entry_point(names)
+            if entry is not None:
+                position, keyword = entry.argument
+                targets = self.refs(_first_argument(node, position, keyword))
+                if entry.name == "torch.jit.trace_module":
+                    targets += self._traced_methods(node, targets)
+                self._add_source(entry.name, entry.modes_for(_literal_keywords(node)), targets, node)
+                return
+            if names & entry_points.FUNCTIONAL_CALL:
+                callees = self.refs(_first_argument(node, 0, "module"))  # functional_call(module, ...) calls it
+        elif isinstance(func, ast.Attribute) and func.attr == "trace":
             receivers = self.refs(func.value)  # `Tracer().trace(model)`, checked when linked
             if receivers:
                 self._add_source("Tracer.trace", (entry_points.DROPS,), self.refs(_first_argument(node, 0, "root")),
                                  node, receivers)
             return
-        callees = tuple(ref for ref in callees if _may_run_a_function(ref))
+        callees = tuple([ref for ref in callees if _may_run_a_function(ref)])
         if not callees:
             return
         calls = self._calls[self.function]
@@ -493,11 +512,11 @@ class _Summariser(ast.NodeVisitor):
             calls[ref] = None
         if self.dual_level:  # `f(dual)` inside `with dual_level():` runs `f` in forward mode
             self._add_source("dual_level", (entry_points.FORWARD,), callees, node)
-        args = tuple(self.refs(arg) if not isinstance(arg, ast.Starred) else () for arg in node.args)
+        args = tuple([self.refs(arg) if type(arg) in _MAY_REFER else () for arg in node.args])
         keywords = {k.arg: refs for k in node.keywords if k.arg and (refs := self.refs(k.value))}
         if any(args) or keywords:
-            self.functions[self.function].call_sites.append(
-                CallSite(callees, args, keywords, span_of(node, self.lines), short(node, self.lines)))
+            span = span_of(node, self.lines)
+            self.functions[self.function].call_sites.append(CallSite(callees, args, keywords, span, _short(span)))
 
     def _traced_methods(self, call: ast.Call, modules: tuple[Ref, ...]) -> tuple[Ref, ...]:
         """`trace_module(m, {"forward": x, "infer": y})` runs `m.infer` too."""
@@ -514,7 +533,8 @@ class _Summariser(ast.NodeVisitor):
         if entry == "dual_level":  # reported at the `with`, which is where forward mode starts
             span, text = self.dual_level[-1], "dual_level()"
         else:
-            span, text = span_of(node, self.lines), short(node, self.lines)
+            span = span_of(node, self.lines)
+            text = _short(span)
         self.functions[self.function].sources.append(Source(entry, modes, targets, span, text, receivers))
 
     # -- regions, returns, backward ---------------------------------------------------------------
@@ -543,13 +563,13 @@ class _Summariser(ast.NodeVisitor):
         return sites
 
 
-_HANDLERS = {getattr(ast, name[len("visit_"):]): method for name, method in vars(_Summariser).items()
-             if name.startswith("visit_") and hasattr(ast, name[len("visit_"):])}
+_WRAPPERS = api.VMAP | api.PARTIAL
+_MAY_REFER = frozenset({ast.Name, ast.Attribute, ast.Lambda, ast.Call})  # what `refs` finds anything in
 
 
 def _imported(refs: tuple[Ref, ...]) -> frozenset[str]:
     """The qualified names among refs: what a call of them is, if it is PyTorch's."""
-    return frozenset(ref[1] for ref in refs if ref[0] == "imp")
+    return frozenset([ref[1] for ref in refs if ref[0] == "imp"])
 
 
 def _may_run_a_function(ref: Ref) -> bool:
