@@ -105,6 +105,8 @@ def import_edit(tree: ast.Module, lines: list[str], line: str, newline: str) -> 
         row = first_line(body[0]) if body else len(lines)
         return Edit(line + newline, row, 1, row, 1)
     row = body[index - 1].end_lineno
+    while row < len(lines) and lines[row - 1].endswith("\\"):  # a backslash joins the next line to it
+        row += 1
     if row < len(lines):
         return Edit(line + newline, row + 1, 1, row + 1, 1)
     end_col = len(lines[row - 1]) + 1  # the last line, without a line break

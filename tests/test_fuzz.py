@@ -217,3 +217,9 @@ def test_mutated_fixtures(data: bytes):
 @given(notebooks())
 def test_notebooks(data: bytes):
     notebook_is_sound(data)
+
+
+def test_an_import_line_ending_in_a_backslash_gets_the_new_import_after_its_continuation():
+    """Found by the fuzzer: the import was added on the line the backslash joins to the last one."""
+    fix_is_sound(b"import torch\nfrom torch.func import jacfwd\\\n\n\ndef f(x):\n    with torch.no_grad():\n"
+                 b"        a, b = x.mean(), x.std()\n    return (x - a) / b\n\n\njacfwd(f)\n")
