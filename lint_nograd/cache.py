@@ -91,7 +91,7 @@ class Cache:
         self._used_entries: dict[str, dict] = {}
         self._used_files: dict[str, list] = {}
         self._other_versions: dict[str, dict] = {}  # the sections of other versions, as read
-        self._loaded = True  # the file is read when an entry is first needed: the last run may do
+        self._loaded = True  # the file is read when an entry is first needed: the last run may need none
         if folder is None:
             return
         if _is_link(folder):

@@ -36,7 +36,7 @@ SUMMARY_CHUNK_FILES = 4  # files summarised by a worker at once (a text index is
 
 def run(jobs: Sequence[Job], project_files: Sequence[tuple[Path, str]], roots: Sequence[Path], workers: int,
         cache: Cache, fixes: FixSettings, everything: bool = False) -> "Run":
-    """Stages 1 to 4 (see `runner.check`)."""
+    """Stages 1 to 4 above."""
     _CACHE[:] = [cache]
     with Workers(workers) as pool:
         found = Run(jobs, project_files, roots, pool, cache, everything)
@@ -215,7 +215,7 @@ class Run:
 
     def _store_facts(self, file: ProjectFile, facts: tuple[list, dict | None]) -> None:
         local, summary = facts
-        stored = {"summary": summary, "local": {_facts_key(file.job): local} if file.job is not None else {}}
+        stored = {"summary": summary, "local": {facts_key(file.job): local} if file.job is not None else {}}
         if self.cache.folder is not None:  # without a cache, the summary is not kept twice
             entry = self.cache.entry(file.content_key)
             entry["summary"] = summary
@@ -230,7 +230,7 @@ class Run:
             return False
         local: list[Diagnostic] | None = []
         if file.job is not None:
-            local = diagnostics_from_json(entry.get("local", {}).get(_facts_key(file.job)), file.shown)
+            local = diagnostics_from_json(entry.get("local", {}).get(facts_key(file.job)), file.shown)
         try:
             summary = ModuleSummary.from_json(entry["summary"]) if entry["summary"] is not None else None
         except (KeyError, TypeError, ValueError, AttributeError):
@@ -296,7 +296,7 @@ class Run:
                 data = file.job.data if file.job and file.job.data is not None else read_regular_file(file.path)
             except OSError:
                 return False
-            mentions[key] = _mentions(data, key)
+            mentions[key] = mentions_any(data, key)
         return mentions[key]
 
     # -- stage 4: finished findings -----------------------------------------------------------------
@@ -332,7 +332,7 @@ class Run:
         self.outcome.diagnostics += [d for found in self.findings.values() for d in found]
 
 
-def _mentions(data: bytes, names: str) -> bool:
+def mentions_any(data: bytes, names: str) -> bool:
     """Whether the text uses one of the comma-separated `names` as a word."""
     pattern = re.compile(rb"\b(?:%s)\b" % b"|".join(re.escape(name.encode()) for name in names.split(",")))
     return bool(pattern.search(data))
@@ -345,14 +345,14 @@ def _size(file: ProjectFile) -> int:
         return 0
 
 
-def _facts_key(job: Job) -> str:
+def facts_key(job: Job) -> str:
     """What the local findings of a file depend on besides its bytes: the rules and the release."""
     return f"{job.release}:{','.join(sorted(job.codes))}"
 
 
 def _link_key(job: Job, found: list, fixes: FixSettings) -> str:
     """What the finished findings of a file depend on besides its bytes."""
-    return repr((_facts_key(job), fixes.cache_key,
+    return repr((facts_key(job), fixes.cache_key,
                  [(index, d.code, d.severity, d.message, d.row, d.col, d.related) for index, d in found]))
 
 
@@ -403,7 +403,7 @@ def read_file(path: Path, shown: str, job: Job | None):
         return None, "", None, None, f"cannot read {shown}: {error.strerror or error}"
     index, key = api.text_index(data), content_key(data)
     facts, error = None, None
-    if job is not None and _local_codes(data, shown, job.codes) and not _known_facts(key, job):
+    if job is not None and local_codes(data, shown, job.codes) and not _known_facts(key, job):
         facts, error = _facts(data, shown, job.codes, job.release)
     return status, key, index.to_json(), facts, error
 
@@ -414,7 +414,7 @@ _CACHE: list[Cache] = []  # the run's cache, which worker processes inherit when
 def _known_facts(key: str, job: Job) -> bool:
     """Whether the cache has this file's facts by its content (a file touched but not changed)."""
     entry = _CACHE[0].peek(key) if _CACHE else None
-    return isinstance(entry, dict) and "summary" in entry and _facts_key(job) in entry.get("local", {})
+    return isinstance(entry, dict) and "summary" in entry and facts_key(job) in entry.get("local", {})
 
 
 def summarise_file(path: Path, shown: str, job: Job | None):
@@ -423,17 +423,22 @@ def summarise_file(path: Path, shown: str, job: Job | None):
         data = _source(path, job)
     except OSError as error:
         return None, f"cannot read {shown}: {error.strerror or error}"
+    return file_facts(data, shown, job)
+
+
+def file_facts(data: bytes, shown: str, job: Job | None):
+    """(facts, error) of a file's bytes: its summary, and its own findings when it is given."""
     return _facts(data, shown, job.codes if job else frozenset(), job.release if job else "")
 
 
-def _local_codes(data: bytes, shown: str, codes: frozenset[str]) -> frozenset[str]:
+def local_codes(data: bytes, shown: str, codes: frozenset[str]) -> frozenset[str]:
     """The rules a given file can have a finding of by itself; for a notebook, the cells decide."""
     return codes if shown.endswith(".ipynb") else engine.codes_to_check(data, codes)
 
 
 def _facts(data: bytes, shown: str, codes: frozenset[str], torch_version: str):
     try:
-        found = engine.facts(data, shown, _local_codes(data, shown, codes) if codes else codes,
+        found = engine.facts(data, shown, local_codes(data, shown, codes) if codes else codes,
                              torch_version=torch_version or None)
     except Exception as error:  # a bug with one file must not stop the others
         return None, f"failed to check {shown}: internal error: {type(error).__name__}: {error}"

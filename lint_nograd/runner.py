@@ -150,8 +150,8 @@ class LastRun:
             if not self._read_again(path, shown[path], given.get(path), statuses[path], fixes, learned):
                 for path, status, key, entry in learned:  # for the run of the whole project that follows
                     cache.record(path, status, key)
-                    cache.entry(key).update({**entry, "local": {**cache.entry(key).get("local", {}),
-                                                                **entry.get("local", {})}})
+                    known = cache.entry(key)
+                    known.update({**entry, "local": {**known.get("local", {}), **entry.get("local", {})}})
                 return None
         outcome = Outcome()
         for job in jobs:
@@ -166,7 +166,7 @@ class LastRun:
         """Take in a file changed since: False when linking may read it differently. What is learned
         of its bytes (a cache entry) is added to `learned`."""
         from lint_nograd.api import text_index
-        from lint_nograd.project_run import _facts, _facts_key, _local_codes, _mentions, finish_file
+        from lint_nograd.project_run import facts_key, file_facts, finish_file, local_codes, mentions_any
 
         key, index, summary, mentions = self.files[str(path)]
         try:
@@ -181,25 +181,26 @@ class LastRun:
             return False
         local = []
         if summary:
-            facts, error = _facts(data, shown, job.codes if job else frozenset(), job.release if job else "")
+            facts, error = file_facts(data, shown, job)
             if error is not None:
                 return False
             local, entry["summary"] = facts
             if job is not None:
-                entry["local"] = {_facts_key(job): local}
+                entry["local"] = {facts_key(job): local}
             if _hash(entry["summary"]) != summary:
                 return False
-        elif (job and _local_codes(data, shown, job.codes)) or \
-                any(_mentions(data, names) != found for names, found in mentions.items()):
+        elif (job and local_codes(data, shown, job.codes)) or \
+                any(mentions_any(data, names) != found for names, found in mentions.items()):
             return False
         self.files[str(path)] = [key, index, summary, mentions]
         if job is None:
             return True
-        found = [(index, diagnostics_from_json([d], shown)) for index, d in self.found.get(str(path), [])]
-        if any(d is None for _, d in found):
+        stored = self.found.get(str(path), [])
+        linked = diagnostics_from_json([diagnostic for _, diagnostic in stored], shown)
+        if linked is None:
             return False
-        finished, error = finish_file(path, shown, job, [(index, d[0]) for index, d in found], fixes) if found \
-            else ([], None)
+        finished, error = finish_file(path, shown, job, [(region, d) for (region, _), d in zip(stored, linked)],
+                                      fixes) if linked else ([], None)
         if error is not None:
             return False
         self.findings[str(path)] = local + finished

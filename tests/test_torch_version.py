@@ -125,3 +125,15 @@ def test_the_default_is_the_torch_installed_read_without_importing_it():
 def test_the_default_when_torch_is_missing_or_unknown(monkeypatch, installed, expected):
     monkeypatch.setattr(releases, "installed_torch", lambda: installed)
     assert releases.default_target.__wrapped__() == expected
+
+
+@pytest.mark.parametrize("folder, version", [
+    ("torch-2.13.0+cpu.dist-info", "2.13.0+cpu"),
+    ("torch-2.5.1-py3.11.egg-info", "2.5.1"),
+    ("torchvision-0.29.1.dist-info", None),  # another package
+    ("torch_audio-2.9.1.dist-info", None),
+])
+def test_the_installed_torch_is_read_from_its_metadata_folder(tmp_path, monkeypatch, folder, version):
+    (tmp_path / folder).mkdir()
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "missing"), str(tmp_path)])
+    assert releases.installed_torch() == version
