@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Optional
 
 
 # Grad-mode context managers. `torch.autograd.grad_mode` is where they are defined.
@@ -73,25 +75,46 @@ def names_grad_disabling_api(data: bytes) -> bool:
     return any(word.encode() in data for word in GRAD_DISABLING_WORDS)
 
 
-def _has(data: bytes, family: str) -> bool:
-    if family == "autograd" and b"autograd" not in data:
-        return False
-    return _uses(data, _FAMILIES[family], module_evidence=family in ("transform", "functional"))
-
-
 def possible_codes(data: bytes, codes: frozenset[str]) -> frozenset[str]:
     """The codes among `codes` that can have a finding in a file with this text, the file alone
     (NG000 only alongside another one: a file no rule can apply to is not parsed)."""
-    found: dict[str, bool] = {}
+    return Scan(data).possible_codes(codes)
 
-    def has(family: str) -> bool:
-        if family not in found:
-            found[family] = _has(data, family)
-        return found[family]
 
-    data = _with_line_feeds(data)
-    possible = frozenset(code for code in codes if code in _RULE_NEEDS and any(map(has, _RULE_NEEDS[code])))
-    return possible | (codes & {"NG000"}) if possible else possible
+class Scan:
+    """A file's text as the gate reads it: each family of words, and the words the file names
+    a module of torch.func's with, looked for once."""
+
+    def __init__(self, data: bytes):
+        self.data = _with_line_feeds(data)
+        self._families: dict[str, bool] = {}
+        self._func_words: Optional[frozenset[bytes]] = None  # None: not looked for yet
+
+    def has(self, family: str) -> bool:
+        found = self._families.get(family)
+        if found is None:
+            if family == "autograd" and b"autograd" not in self.data:
+                found = False
+            else:
+                found = _uses(self, _FAMILIES[family], module_evidence=family in ("transform", "functional"))
+            self._families[family] = found
+        return found
+
+    def possible_codes(self, codes: frozenset[str]) -> frozenset[str]:
+        possible = frozenset(code for code in codes if code in _RULE_NEEDS and any(map(self.has, _RULE_NEEDS[code])))
+        return possible | (codes & {"NG000"}) if possible else possible
+
+    def index(self) -> "TextIndex":
+        data = self.data
+        return TextIndex(names_grad_disabling_api(data), any(map(self.has, _APPLIES)),
+                         b"backward" in data or b"autograd" in data, _imports(data))
+
+    def names_a_func_module(self, word: bytes) -> bool:
+        """`func.grad`, `functorch.grad`, `from torch.func import (jacfwd, grad)`, or an alias or a
+        star import of such a module, which may spell any of its names."""
+        if self._func_words is None:
+            self._func_words = _func_module_words(self.data)
+        return self._func_words is _ANY_WORD or word in self._func_words
 
 
 @dataclass(frozen=True)
@@ -116,10 +139,7 @@ class TextIndex:
 
 
 def text_index(data: bytes) -> TextIndex:
-    data = _with_line_feeds(data)
-    applies = any(_has(data, family) for family in _APPLIES)
-    return TextIndex(names_grad_disabling_api(data), applies, b"backward" in data or b"autograd" in data,
-                     _imports(data))
+    return Scan(data).index()
 
 
 def _with_line_feeds(data: bytes) -> bytes:
@@ -174,26 +194,49 @@ _USED_AFTER = re.compile(rb"[ \t]*(?:[(),\]}#]|as\b|\r?$)", re.MULTILINE)
 _USED_BEFORE = re.compile(rb"@[\w. \t]*$")
 _PROSE_LINE = re.compile(rb"[ \t]*(?:#|>>>|\.\.\.)")
 _FUNC_MODULE = rb"(?:functorch|func|functional|eager_transforms|apis)"
-_FUNC_ALIAS = re.compile(rb"^[ \t]*(?:import[ \t]+[\w.]*%s[\w.]*[ \t]+as\b|from[ \t]+[\w.]*%s[\w.]*[ \t]+import[ \t]+\*)"
-                         % (_FUNC_MODULE, _FUNC_MODULE), re.MULTILINE)
+# Each starts with a word, so that the search skips ahead to it (`^` or an alternation would try
+# every position); whether the match starts its line is checked after.
+_FUNC_ALIASES = (re.compile(rb"import[ \t]+[\w.]*%s[\w.]*[ \t]+as\b" % _FUNC_MODULE),
+                 re.compile(rb"from[ \t]+[\w.]*%s[\w.]*[ \t]+import[ \t]+\*" % _FUNC_MODULE))
+# `func.grad`, matching `func` only; one pattern per first word, `_FUNC_MODULE` spelled out
+_FUNC_ATTRIBUTES = tuple(re.compile(rb"%s(?=[ \t]*\.[ \t]*(\w+))" % module)
+                         for module in (rb"func(?:torch|tional)?", rb"eager_transforms", rb"apis"))
+_FUNC_IMPORTS = (re.compile(rb"from[ \t]+[\w.]*%s[\w.]*[ \t]+import[ \t]+([^\n]*)" % _FUNC_MODULE),
+                 re.compile(rb"from[ \t]+[\w.]*%s[\w.]*[ \t]+import[ \t]*\(([^)]*)" % _FUNC_MODULE))
+_WORD = re.compile(rb"\w+")
+_ANY_WORD: frozenset[bytes] = frozenset({b"*"})  # an alias or a star import: any name may be torch.func's
 
 
-def _names_a_func_module(data: bytes, word: bytes) -> bool:
-    """`func.grad`, `functorch.grad`, `from torch.func import (jacfwd, grad)`, or an alias or a star
-    import of such a module, which may spell any of its names."""
-    if _FUNC_ALIAS.search(data):
-        return True
-    return bool(re.search(rb"%s[ \t]*\.[ \t]*%s\b|^[ \t]*from[ \t]+[\w.]*%s[\w.]*[ \t]+import[ \t]+[^\n]*\b%s\b"
-                          % (_FUNC_MODULE, word, _FUNC_MODULE, word), data, re.MULTILINE)) or \
-        bool(re.search(rb"^[ \t]*from[ \t]+[\w.]*%s[\w.]*[ \t]+import[ \t]*\([^)]*\b%s\b" % (_FUNC_MODULE, word),
-                       data, re.MULTILINE))
+def _func_module_words(data: bytes) -> frozenset[bytes]:
+    """The words a file uses after a module of torch.func's name (`func.grad`), or imports from one
+    (`from torch.func import grad`, `from functorch import (grad,`); `_ANY_WORD` when it aliases
+    one or imports all its names."""
+    if any(True for pattern in _FUNC_ALIASES for _ in _starting_lines(pattern, data)):
+        return _ANY_WORD
+    words = {match.group(1) for pattern in _FUNC_ATTRIBUTES for match in pattern.finditer(data)}
+    for pattern in _FUNC_IMPORTS:
+        for match in _starting_lines(pattern, data):
+            words.update(_WORD.findall(match.group(1)))
+    return frozenset(words)
 
 
-def _uses(data: bytes, words: tuple[str, ...], module_evidence: bool) -> bool:
+def _starting_lines(pattern: re.Pattern, data: bytes) -> Iterator[re.Match]:
+    """The matches of `pattern` that start a line (but for spaces), each start tried."""
+    position = 0
+    while (match := pattern.search(data, position)) is not None:
+        position = match.start() + 1
+        if not data[data.rfind(b"\n", 0, match.start()) + 1:match.start()].strip(b" \t"):
+            yield match
+
+
+def _uses(scan: Scan, words: tuple[str, ...], module_evidence: bool) -> bool:
     """Whether the file uses one of `words` as code can (the occurrences are found with
     `bytes.find`: one regular expression of all the names costs ten times more)."""
-    if module_evidence and b"func" not in data:
-        return False
+    data = scan.data
+    if module_evidence:  # a name of torch.func's counts only where the file names such a module with it
+        if b"func" not in data:
+            return False
+        words = tuple(word for word in words if scan.names_a_func_module(word.encode()))
     for word in words:
         encoded = word.encode()
         if encoded not in data:
@@ -210,7 +253,5 @@ def _uses(data: bytes, words: tuple[str, ...], module_evidence: bool) -> bool:
                                         or b"import" in data[start:at]):
                 continue  # `aten.trace`, a stack trace
             if _USED_AFTER.match(data, after) or _USED_BEFORE.search(data, start, at):
-                if not module_evidence or _names_a_func_module(data, encoded):
-                    return True
-                break  # not torch.func's here: the word's other occurrences are not either
+                return True
     return False

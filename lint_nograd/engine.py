@@ -48,7 +48,7 @@ class ParsedFile:
     @functools.cached_property
     def lines(self) -> list[str]:
         """The lines as Python counts them; needed only when there is something to report."""
-        return _LINE_BREAK.split(self.text)
+        return _LINE_BREAK.split(self.text) if "\r" in self.text else self.text.split("\n")
 
 
 class ParseError(Exception):
@@ -110,10 +110,12 @@ def related_at(span: Span, message: str, path: str) -> Related:
     return Related(message, path, span.row, span.col, span.end_row, span.end_col)
 
 
-def codes_to_check(data: bytes, codes: frozenset[str]) -> frozenset[str]:
-    """The exact gate: the codes that can have a finding in a file with these bytes. Every finding
-    needs a grad-disabling region, and every rule needs some more words."""
-    return api.possible_codes(data, codes) if api.names_grad_disabling_api(data) else frozenset()
+def codes_to_check(data: bytes, codes: frozenset[str], scan: api.Scan | None = None) -> frozenset[str]:
+    """The exact gate: the codes that can have a finding in a file with these bytes (`scan`: read
+    already). Every finding needs a grad-disabling region, and every rule needs some more words."""
+    if not api.names_grad_disabling_api(data):
+        return frozenset()
+    return (scan or api.Scan(data)).possible_codes(codes)
 
 
 def check_source(data: bytes, display_path: str, codes: frozenset[str], attach_fixes: AttachFixes | None = None,

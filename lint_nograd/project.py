@@ -321,11 +321,26 @@ class Project:
                         self._seed_helper_call(module, site)
         self._propagate()
 
+    def modules_to_look_into(self, module: str, summary: ModuleSummary) -> set[str]:
+        """The modules linking is likely to look into from `module`: those of what its transforms
+        and tracers are applied to (when they may lead to a region), and of the callees of its calls
+        that may transform and hand on a lead or a parameter (told from the refs alone; a guess, to
+        summarise them ahead in worker processes: it changes no result)."""
+        found: set[str] = set()
+        for function in summary.functions.values():
+            for source in function.sources:
+                found.update(m for ref in source.targets if (m := self._module_of(module, ref)) and self.leads(m))
+            for site in function.call_sites:
+                if self._may_transform(module, site) and (self._passes_a_lead(module, site) or any(
+                        _parameter(module, ref) for refs in _arguments(site) for ref in refs)):
+                    found.update(m for ref in site.callees if (m := self._module_of(module, ref)) is not None)
+        return found - {module}
+
     def _passes_a_lead(self, module: str, site) -> bool:
         """Whether a call hands on something defined in a module that may lead to a region: told
         from the refs alone, so that nothing is loaded to answer."""
         leads = self._leads
-        for refs in chain(site.args, site.keywords.values()) if site.keywords else site.args:
+        for refs in _arguments(site):
             for ref in refs:
                 found = self._module_of(module, ref)
                 if found is not None and (leads is None or found in leads):
@@ -419,7 +434,7 @@ class Project:
                             uses[parameter] += [(mode, _reacher(mode, module, source)) for mode in source.modes]
                 for site in function.call_sites:
                     passed = {}  # each parameter the site passes, once
-                    for refs in chain(site.args, site.keywords.values()) if site.keywords else site.args:
+                    for refs in _arguments(site):
                         for ref in refs:
                             if ref[0] in _PASSED and (parameter := _parameter(module, ref)) is not None:
                                 passed[parameter] = None
@@ -540,6 +555,11 @@ class Project:
 _WRAPPING = ("attr", "inst", "call", "wrap")  # the kinds of ref whose value comes from an inner ref
 _PASSED = ("param", "wrap")  # the kinds of ref that may stand for a parameter
 _UNSEEN = object()  # not looked up yet (None is an answer)
+
+
+def _arguments(site) -> Iterable[tuple[Ref, ...]]:
+    """The refs of each argument of a call site, positional and keyword."""
+    return chain(site.args, site.keywords.values()) if site.keywords else site.args
 
 
 def _parameter(module: str, ref: Ref) -> Optional[tuple[str, str, str]]:

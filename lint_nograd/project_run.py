@@ -28,17 +28,18 @@ from lint_nograd.project import ModuleEntry, Project, module_name
 from lint_nograd.regular_file import read_regular_file
 from lint_nograd.runner import Job, Outcome
 from lint_nograd.summary import ModuleSummary
-from lint_nograd.workers import Workers
+from lint_nograd.workers import Workers, collector_paused
 
 
 SUMMARY_CHUNK_FILES = 4  # files summarised by a worker at once (a text index is cheaper: runner.CHUNK_FILES)
+AHEAD_LEVELS = 2  # how many steps away modules are summarised before linking asks for them
 
 
 def run(jobs: Sequence[Job], project_files: Sequence[tuple[Path, str]], roots: Sequence[Path], workers: int,
         cache: Cache, fixes: FixSettings, everything: bool = False) -> "Run":
     """Stages 1 to 4 above."""
     _CACHE[:] = [cache]
-    with Workers(workers) as pool:
+    with collector_paused(), Workers(workers) as pool:
         found = Run(jobs, project_files, roots, pool, cache, everything)
         found.finish(found.linked(), fixes)
     cache.save()
@@ -50,7 +51,7 @@ def reach(jobs: Sequence[Job], project_files: Sequence[tuple[Path, str]], roots:
     """For each file of `jobs`, what reaches each of its functions in the whole project (for `fix`),
     and the errors met."""
     _CACHE[:] = [cache]
-    with Workers(workers) as pool:
+    with collector_paused(), Workers(workers) as pool:
         run = Run(jobs, project_files, roots, pool, cache)
         project = run.linked()
     cache.save()
@@ -94,6 +95,7 @@ class Run:
         self._importers: dict[str, set[str]] | None = None
         self.findings: dict[Path, list[Diagnostic]] = {}  # of each file given, once finished
         self.found: dict[Path, list[engine.Linked]] = {}  # what linking gave each file given
+        self._ahead: dict[Path, tuple] = {}  # facts made before linking asks for them, and their summary if read
 
     def _add(self, path: Path, shown: str, roots: Sequence[Path]) -> ProjectFile:
         if path not in self.files:
@@ -198,7 +200,11 @@ class Run:
     # -- stage 2: facts -----------------------------------------------------------------------------
 
     def summarise(self, files: list[ProjectFile]) -> None:
-        pending = sorted((file for file in files if not self._take_facts(file)), key=_size, reverse=True)
+        for file in files:
+            if file.path in self._ahead:
+                self._store_facts(file, *self._ahead.pop(file.path))
+        pending = sorted((file for file in files if not file.summarised and not self._take_facts(file)),
+                         key=_size, reverse=True)
         # the largest first, a few at a time: one file may take as long as a hundred others
         results = self.workers.map(summarise_file, [f.task for f in pending],
                                    lambda path, shown, job: (None, _stopped(shown)), SUMMARY_CHUNK_FILES)
@@ -213,17 +219,18 @@ class Run:
         if file.job is not None:  # a file of the project that was not given is only context
             self.outcome.errors.append(error)
 
-    def _store_facts(self, file: ProjectFile, facts: tuple[list, dict | None]) -> None:
+    def _store_facts(self, file: ProjectFile, facts: tuple[list, dict | None], read: ModuleSummary | None = None) -> None:
+        """Keep a file's facts (and in the cache); `read`: its summary read already."""
         local, summary = facts
         stored = {"summary": summary, "local": {facts_key(file.job): local} if file.job is not None else {}}
         if self.cache.folder is not None:  # without a cache, the summary is not kept twice
             entry = self.cache.entry(file.content_key)
             entry["summary"] = summary
             entry.setdefault("local", {}).update(stored["local"])
-        if not self._take_facts(file, stored):
+        if not self._take_facts(file, stored, read):
             file.summarised = True  # it cannot be read back: a bug, but not one to loop on
 
-    def _take_facts(self, file: ProjectFile, entry: dict | None = None) -> bool:
+    def _take_facts(self, file: ProjectFile, entry: dict | None = None, read: ModuleSummary | None = None) -> bool:
         """Take a file's facts from `entry` or its cache entry; False when they are not there (or not whole)."""
         entry = entry if entry is not None else self.cache.entry(file.content_key)
         if "summary" not in entry:
@@ -232,7 +239,7 @@ class Run:
         if file.job is not None:
             local = diagnostics_from_json(entry.get("local", {}).get(facts_key(file.job)), file.shown)
         try:
-            summary = ModuleSummary.from_json(entry["summary"]) if entry["summary"] is not None else None
+            summary = read or (ModuleSummary.from_json(entry["summary"]) if entry["summary"] is not None else None)
         except (KeyError, TypeError, ValueError, AttributeError):
             return False
         if local is None:
@@ -244,16 +251,44 @@ class Run:
 
     def link(self) -> Project:
         """Link; then summarise the files found to call a helper by name, and link again."""
+        ahead = True
         while True:
             modules = {f.module: ModuleEntry(f.module, f.shown, f.is_package, f.facts and f.facts.summary,
                                              loaded=f.summarised) for f in self.by_module.values()}
             project = Project(modules, self._load, None if self.everything else self.leading_to_regions,
                               None if self.everything else self.transforming)
-            project.link(sorted(m for m, f in self.by_module.items() if f.facts and f.facts.summary))
+            summarised = sorted(m for m, f in self.by_module.items() if f.facts and f.facts.summary)
+            if ahead:
+                self._summarise_ahead(project, summarised)
+                ahead = False
+            project.link(summarised)
             callers = self._callers_by_name(project)
             if not callers:
                 return project
             self.summarise(callers)
+
+    def _summarise_ahead(self, project: Project, modules: list[str]) -> None:
+        """Summarise in worker processes the modules linking is likely to load one at a time: those
+        the summarised modules transform or call helpers of, then those these lead to in turn. They
+        are kept aside and taken when linking asks (or not at all): what is linked stays the same."""
+        summaries = [(module, self.by_module[module].facts.summary) for module in modules]
+        looked = set(modules)
+        for level in range(AHEAD_LEVELS):
+            wanted = {m for module, summary in summaries for m in project.modules_to_look_into(module, summary)} - looked
+            looked |= wanted
+            files = sorted((self.by_module[m] for m in wanted if not self.by_module[m].summarised
+                            and "summary" not in (self.cache.peek(self.by_module[m].content_key) or {})),
+                           key=_size, reverse=True)
+            results = self.workers.map(summarise_file, [f.task for f in files],
+                                       lambda path, shown, job: (None, _stopped(shown)), SUMMARY_CHUNK_FILES)
+            summaries = []
+            for file, (facts, error) in zip(files, results):
+                if error is None:  # else summarised again when asked for, and the error told then
+                    summary = None
+                    if level + 1 < AHEAD_LEVELS and facts[1] is not None:  # read once, kept to link
+                        summary = ModuleSummary.from_json(facts[1])
+                        summaries.append((file.module, summary))
+                    self._ahead[file.path] = facts, summary
 
     def _load(self, entry: ModuleEntry) -> ModuleSummary | None:
         """A module a chain enters is summarised when it is first met."""
@@ -401,11 +436,11 @@ def read_file(path: Path, shown: str, job: Job | None):
         data = _source(path, job)
     except OSError as error:  # removed since it was found, a broken link, a folder, ...
         return None, "", None, None, f"cannot read {shown}: {error.strerror or error}"
-    index, key = api.text_index(data), content_key(data)
-    facts, error = None, None
-    if job is not None and local_codes(data, shown, job.codes) and not _known_facts(key, job):
-        facts, error = _facts(data, shown, job.codes, job.release)
-    return status, key, index.to_json(), facts, error
+    scan = api.Scan(data)
+    key, facts, error = content_key(data), None, None
+    if job is not None and (codes := local_codes(data, shown, job.codes, scan)) and not _known_facts(key, job):
+        facts, error = _facts(data, shown, codes, job.release)
+    return status, key, scan.index().to_json(), facts, error
 
 
 _CACHE: list[Cache] = []  # the run's cache, which worker processes inherit when they are forked
@@ -428,18 +463,18 @@ def summarise_file(path: Path, shown: str, job: Job | None):
 
 def file_facts(data: bytes, shown: str, job: Job | None):
     """(facts, error) of a file's bytes: its summary, and its own findings when it is given."""
-    return _facts(data, shown, job.codes if job else frozenset(), job.release if job else "")
+    return _facts(data, shown, local_codes(data, shown, job.codes) if job else frozenset(), job.release if job else "")
 
 
-def local_codes(data: bytes, shown: str, codes: frozenset[str]) -> frozenset[str]:
+def local_codes(data: bytes, shown: str, codes: frozenset[str], scan: api.Scan | None = None) -> frozenset[str]:
     """The rules a given file can have a finding of by itself; for a notebook, the cells decide."""
-    return codes if shown.endswith(".ipynb") else engine.codes_to_check(data, codes)
+    return codes if shown.endswith(".ipynb") else engine.codes_to_check(data, codes, scan)
 
 
 def _facts(data: bytes, shown: str, codes: frozenset[str], torch_version: str):
+    """(facts, error) of a file's bytes, with its own findings of `codes` (gated already)."""
     try:
-        found = engine.facts(data, shown, local_codes(data, shown, codes) if codes else codes,
-                             torch_version=torch_version or None)
+        found = engine.facts(data, shown, codes, torch_version=torch_version or None)
     except Exception as error:  # a bug with one file must not stop the others
         return None, f"failed to check {shown}: internal error: {type(error).__name__}: {error}"
     return (diagnostics_to_json(found.local), found.summary.to_json() if found.summary else None), None

@@ -17,6 +17,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -53,23 +54,16 @@ class Workers:
                 self.count = 1
         return self._pool is not None
 
-    def map(self, function, calls: list[tuple], if_worker_stops, chunk: int = 32) -> list:
-        """`function(*call)` for each call, in order, `chunk` calls per task; `if_worker_stops(*call)`
+    def map(self, function, calls: list[tuple], if_worker_stops, chunk: int = 32) -> Iterator:
+        """`function(*call)` for each call, in order, `chunk` calls per task, each task's results as
+        soon as they come (the caller works on them while the workers go on); `if_worker_stops(*call)`
         for those of a worker process that died. In this process when there are few."""
         chunks = [calls[start:start + chunk] for start in range(0, len(calls), chunk)]
         if len(chunks) < 2 or not self._start(len(chunks)):
-            return _run_chunk(function, calls)
-        from concurrent.futures.process import BrokenProcessPool
-
+            return iter(_run_chunk(function, calls))
         with _sigint_blocked():
             futures = [self._pool.submit(_run_task, _run_chunk, function, part) for part in chunks]
-        results = []
-        for part, future in zip(chunks, futures):
-            try:
-                results += future.result()
-            except BrokenProcessPool:
-                results += [if_worker_stops(*call) for call in part]
-        return results
+        return _results(chunks, futures, if_worker_stops)
 
     def __exit__(self, exc_type, exc, traceback) -> None:
         if self._pool is None:
@@ -96,6 +90,16 @@ class Workers:
         return outcome
 
 
+def _results(chunks: list[list[tuple]], futures: list, if_worker_stops) -> Iterator:
+    from concurrent.futures.process import BrokenProcessPool
+
+    for part, future in zip(chunks, futures):
+        try:
+            yield from future.result()
+        except BrokenProcessPool:
+            yield from (if_worker_stops(*call) for call in part)
+
+
 def _run_chunk(function, calls: list[tuple]) -> list:
     with _collecting_garbage_once():
         return [function(*call) for call in calls]
@@ -105,14 +109,30 @@ def _run_chunk(function, calls: list[tuple]) -> list:
 def _collecting_garbage_once():
     """Parsing makes many objects and no reference cycles: the collector, run again and again
     over every syntax tree, would cost a fifth of the time. Collect once at the end, over only
-    what is new: what existed before (modules, the cache) is frozen for the rest of this process."""
+    what is new: what existed before (modules, the cache) is frozen for the rest of this process.
+    Under `collector_paused` (the whole run, in this process) it stays off."""
+    enabled = gc.isenabled()
     gc.freeze()
     gc.disable()
     try:
         yield
     finally:
-        gc.enable()
-        gc.collect()
+        if enabled:
+            gc.enable()
+            gc.collect()
+
+
+@contextlib.contextmanager
+def collector_paused():
+    """The cyclic garbage collector off while a run makes its many objects, which hold no cycles
+    to speak of: run again and again over every summary, it costs a seventh of the run."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 @contextlib.contextmanager
@@ -162,6 +182,7 @@ def _on_interrupt(signum, frame) -> None:
 
 def _start_worker(parent: int) -> None:
     """Runs first in each worker: take Ctrl-C quietly, and end when `parent` ends."""
+    gc.enable()  # forked from a run with the collector paused: a worker collects after each task
     signal.signal(signal.SIGINT, _on_interrupt)
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # one that came meanwhile is handled now

@@ -309,3 +309,19 @@ def test_a_cache_dir_named_through_a_link_is_used_where_it_leads(project, capsys
     first = check_warned(capsys, "--cache-dir", "link")
     assert (elsewhere / "findings.json").is_file() and first[2] == ""
     assert check_warned(capsys, "--cache-dir", "link") == first
+
+
+def test_findings_are_stored_as_asdict_makes_them(project):
+    """The stored form of a finding is written by hand for speed: it must stay what
+    `dataclasses.asdict` gives, fix, edits and related places included."""
+    from dataclasses import asdict
+
+    from lint_nograd import fix
+
+    found = []
+    for path in sorted((project / "src").glob("ng00*.py")):
+        found += engine.check_source(path.read_bytes(), path.name, engine.FIXABLE_CODES | {"NG003", "NG004"},
+                                     attach_fixes=fix.attach_fixes)
+    assert any(d.fix is not None and d.fix.edits for d in found) and any(d.related for d in found)
+    assert cache.diagnostics_to_json(found) == [asdict(d) for d in found]
+    assert cache.diagnostics_from_json(json.loads(json.dumps(cache.diagnostics_to_json(found))), "") is not None

@@ -40,7 +40,7 @@ def project(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(engine, "facts", lambda data, shown, codes, **_: engine.FileFacts(
         stand_in_check_source(data, shown, codes), None))
-    monkeypatch.setattr(engine, "codes_to_check", lambda data, codes: codes)  # no gate
+    monkeypatch.setattr(engine, "codes_to_check", lambda data, codes, scan=None: codes)  # no gate
     monkeypatch.setattr(cli, "Cache", lambda folder, *_: Cache(None))  # the cache has tests of its own
     return tmp_path
 

@@ -54,6 +54,8 @@ SNIPPETS = [
     "ng = torch.no_grad\n", "from torch import *\n", "def f(x):\n    return x\n",
     "jf = jacfwd\njf(f)(x)\n", "from torch.func import jacrev as jr\nclass M:\n    d = jr(f)\n",
     "if (h := jacfwd(f)):\n    pass\n", "for _ in map(jacfwd, [f]):\n    pass\n",
+    "from torch.func import (\n    vjp,\n    jacfwd as jf2,\n)\n", "y = torch.func . jvp(f, (x,), (x,))\n",
+    "from torch._functorch import eager_transforms as et\n", "z = et.jacrev(f)(x)\n",
 ]
 
 
@@ -104,3 +106,25 @@ _GENERATED = st.one_of(
 @given(_GENERATED)
 def test_generated_programs(data):
     assert disagreement(Path("generated.py"), data) is None
+
+
+# Each spelling a file may name a module of torch.func's with: the gate must let the finding through.
+_NAMES_TORCH_FUNC = [
+    "from torch.func import jacfwd\n",
+    "from torch.func import (\n    vjp,\n    jacfwd,\n)\n",
+    "from torch.func import (vjp,\n                        jacfwd)\n",
+    "import torch.func as tf\njacfwd = tf.jacfwd\n",
+    "from functorch import *\n",
+    "jacfwd = torch.func . jacfwd\n",
+    "from torch._functorch import eager_transforms\njacfwd = eager_transforms.jacfwd\n",
+    "from torch._functorch.eager_transforms import jacfwd\n",
+]
+_REACHED = ("\ndef f(x):\n    with torch.no_grad():\n        s = x.mean()\n    return (x - s).sum()\n\n"
+            "h = jacfwd(f)\n")
+
+
+@pytest.mark.parametrize("spelling", _NAMES_TORCH_FUNC)
+def test_every_spelling_of_torch_func_opens_the_gate(spelling):
+    data = ("import torch\n" + spelling + _REACHED).encode()
+    gated = engine.check_source(data, "spelled.py", ALL)
+    assert [d.code for d in gated] == ["NG004"] and gated == engine.analyse(data, "spelled.py", ALL)

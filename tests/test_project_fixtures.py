@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from lint_nograd import cli, runner
+from lint_nograd import cli, project_run, runner
 
 PROJECTS = Path(__file__).parent / "fixtures" / "projects"
 EXPECTATIONS = sorted(PROJECTS.glob("*/expect*.txt"))
@@ -63,3 +63,27 @@ def test_same_findings_with_the_cache_and_with_workers(expectation: Path, capsys
     monkeypatch.setattr(runner, "PARALLEL_MIN_FILES", 0)
     monkeypatch.setattr(runner, "CHUNK_FILES", 1)
     assert run(project, args, capsys, "--no-cache", "--jobs", "2") == expected
+
+
+@pytest.mark.parametrize("expectation", EXPECTATIONS, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_summarising_ahead_changes_no_finding(expectation: Path, capsys, monkeypatch):
+    """Modules are summarised ahead of linking only to be taken when linking asks for them."""
+    monkeypatch.setattr(project_run, "AHEAD_LEVELS", 0)
+    args, expected = read(expectation)
+    assert run(expectation.parent, args, capsys, "--no-cache") == expected
+
+
+def test_linking_takes_the_modules_summarised_ahead(capsys, monkeypatch):
+    """`jacfwd(loss)` with `loss` from another module: that module is summarised with the others
+    (in worker processes when there are several), not one at a time while linking."""
+    asked: list[tuple[str, bool]] = []  # each module linking loads, and whether it was summarised ahead
+    real = project_run.Run._load
+
+    def load(self, entry):
+        asked.append((entry.name, self.by_module[entry.name].path in self._ahead))
+        return real(self, entry)
+
+    monkeypatch.setattr(project_run.Run, "_load", load)
+    args, expected = read(PROJECTS / "cross_module" / "expect.txt")
+    assert run(PROJECTS / "cross_module", args, capsys, "--no-cache") == expected
+    assert ("pkg.model", True) in asked and ("pkg.model", False) not in asked
