@@ -113,12 +113,11 @@ def _collecting_garbage_once():
     Under `collector_paused` (the whole run, in this process) it stays off."""
     enabled = gc.isenabled()
     gc.freeze()
-    gc.disable()
     try:
-        yield
+        with collector_paused():
+            yield
     finally:
         if enabled:
-            gc.enable()
             gc.collect()
 
 

@@ -87,3 +87,20 @@ def test_linking_takes_the_modules_summarised_ahead(capsys, monkeypatch):
     args, expected = read(PROJECTS / "cross_module" / "expect.txt")
     assert run(PROJECTS / "cross_module", args, capsys, "--no-cache") == expected
     assert ("pkg.model", True) in asked and ("pkg.model", False) not in asked
+
+
+def test_the_collector_is_paused_for_a_run_and_back_after_it(capsys, monkeypatch):
+    """Linking makes many objects and no cycles: the collector is off meanwhile, and on again after
+    (the editor server runs one check after another in one process)."""
+    import gc
+
+    from lint_nograd import project
+
+    during: list[bool] = []
+    real = project.Project.link
+    monkeypatch.setattr(project.Project, "link", lambda self, modules: (during.append(gc.isenabled()),
+                                                                       real(self, modules))[1])
+    args, expected = read(PROJECTS / "cross_module" / "expect.txt")
+    assert gc.isenabled()
+    assert run(PROJECTS / "cross_module", args, capsys, "--no-cache", "--jobs", "1") == expected
+    assert during and not any(during) and gc.isenabled()
