@@ -258,9 +258,9 @@ class Run:
             project = Project(modules, self._load, None if self.everything else self.leading_to_regions,
                               None if self.everything else self.transforming)
             summarised = sorted(m for m, f in self.by_module.items() if f.facts and f.facts.summary)
-            if ahead:
+            if ahead and self.workers.count > 1:  # in one process, ahead is only more work
                 self._summarise_ahead(project, summarised)
-                ahead = False
+            ahead = False
             project.link(summarised)
             callers = self._callers_by_name(project)
             if not callers:

@@ -85,7 +85,7 @@ def test_linking_takes_the_modules_summarised_ahead(capsys, monkeypatch):
 
     monkeypatch.setattr(project_run.Run, "_load", load)
     args, expected = read(PROJECTS / "cross_module" / "expect.txt")
-    assert run(PROJECTS / "cross_module", args, capsys, "--no-cache") == expected
+    assert run(PROJECTS / "cross_module", args, capsys, "--no-cache", "--jobs", "2") == expected
     assert ("pkg.model", True) in asked and ("pkg.model", False) not in asked
 
 
