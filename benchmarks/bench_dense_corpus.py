@@ -5,7 +5,7 @@
 The corpus is the test fixtures (the checker's and the fix's), copied N times. Prints, measured
 side by side in one run (interleaved rounds, medians, whole processes):
   2. `check --jobs 1` over bare `libcst.parse_module` of the same files (target <= 1.5x), and
-     `check --jobs 1` over `check --jobs 2` (target >= 1.7x faster);
+     `check --jobs 1` over `check --jobs 2` (target >= 1.7x faster), with the same findings;
   4. `fix --diff` (every rewrite computed, nothing written) over `check` (target <= 2x).
 """
 from __future__ import annotations
@@ -60,6 +60,8 @@ def main() -> None:
           f"{options.rounds} rounds, medians")
     print(ratio_line("2. check --jobs 1 / libcst.parse_module of every file", check1.wall, libcst.wall, "<= 1.5x"))
     print(ratio_line("2. check --jobs 1 / check --jobs 2 (speed-up)", check1.wall, check2.wall, ">= 1.7x"))
+    same = len(set(check1.outputs + check2.outputs)) == 1
+    print(f"{'2. same findings with --jobs 1 and --jobs 2':<52} {'yes' if same else 'NO'}")
     print(ratio_line("4. fix --diff / check (both --jobs 2)", fix.wall, check2.wall, "<= 2x"))
 
 
