@@ -75,18 +75,13 @@ def names_grad_disabling_api(data: bytes) -> bool:
     return any(word.encode() in data for word in GRAD_DISABLING_WORDS)
 
 
-def possible_codes(data: bytes, codes: frozenset[str]) -> frozenset[str]:
-    """The codes among `codes` that can have a finding in a file with this text, the file alone
-    (NG000 only alongside another one: a file no rule can apply to is not parsed)."""
-    return Scan(data).possible_codes(codes)
-
-
 class Scan:
     """A file's text as the gate reads it: each family of words, and the words the file names
     a module of torch.func's with, looked for once."""
 
     def __init__(self, data: bytes):
         self.data = _with_line_feeds(data)
+        self.regions = names_grad_disabling_api(self.data)  # every finding needs a region
         self._families: dict[str, bool] = {}
         self._func_words: Optional[frozenset[bytes]] = None  # None: not looked for yet
 
@@ -101,12 +96,14 @@ class Scan:
         return found
 
     def possible_codes(self, codes: frozenset[str]) -> frozenset[str]:
+        """The codes among `codes` that some word of the text makes possible (NG000 only alongside
+        another one: a file no rule can apply to is not parsed); the region is `regions`."""
         possible = frozenset(code for code in codes if code in _RULE_NEEDS and any(map(self.has, _RULE_NEEDS[code])))
         return possible | (codes & {"NG000"}) if possible else possible
 
     def index(self) -> "TextIndex":
         data = self.data
-        return TextIndex(names_grad_disabling_api(data), any(map(self.has, _APPLIES)),
+        return TextIndex(self.regions, any(map(self.has, _APPLIES)),
                          b"backward" in data or b"autograd" in data, _imports(data))
 
     def names_a_func_module(self, word: bytes) -> bool:
@@ -136,10 +133,6 @@ class TextIndex:
                 not all(isinstance(name, str) for name in imports):
             raise TypeError("not a text index")
         return cls(regions, applies, backward, tuple(imports))
-
-
-def text_index(data: bytes) -> TextIndex:
-    return Scan(data).index()
 
 
 def _with_line_feeds(data: bytes) -> bytes:

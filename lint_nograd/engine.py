@@ -113,9 +113,8 @@ def related_at(span: Span, message: str, path: str) -> Related:
 def codes_to_check(data: bytes, codes: frozenset[str], scan: api.Scan | None = None) -> frozenset[str]:
     """The exact gate: the codes that can have a finding in a file with these bytes (`scan`: read
     already). Every finding needs a grad-disabling region, and every rule needs some more words."""
-    if not api.names_grad_disabling_api(data):
-        return frozenset()
-    return (scan or api.Scan(data)).possible_codes(codes)
+    scan = scan or api.Scan(data)
+    return scan.possible_codes(codes) if scan.regions else frozenset()
 
 
 def check_source(data: bytes, display_path: str, codes: frozenset[str], attach_fixes: AttachFixes | None = None,

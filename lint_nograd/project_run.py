@@ -239,7 +239,8 @@ class Run:
         if file.job is not None:
             local = diagnostics_from_json(entry.get("local", {}).get(facts_key(file.job)), file.shown)
         try:
-            summary = read or (ModuleSummary.from_json(entry["summary"]) if entry["summary"] is not None else None)
+            summary = read if read is not None else \
+                ModuleSummary.from_json(entry["summary"]) if entry["summary"] is not None else None
         except (KeyError, TypeError, ValueError, AttributeError):
             return False
         if local is None:

@@ -165,7 +165,7 @@ class LastRun:
                     learned: list) -> bool:
         """Take in a file changed since: False when linking may read it differently. What is learned
         of its bytes (a cache entry) is added to `learned`."""
-        from lint_nograd.api import text_index
+        from lint_nograd.api import Scan
         from lint_nograd.project_run import facts_key, file_facts, finish_file, local_codes, mentions_any
 
         key, index, summary, mentions = self.files[str(path)]
@@ -175,7 +175,8 @@ class LastRun:
             return False
         if content_key(data) == key:
             return True
-        key, entry = content_key(data), {"index": text_index(data).to_json()}
+        scan = Scan(data)
+        key, entry = content_key(data), {"index": scan.index().to_json()}
         learned.append((path, status, key, entry))
         if _hash(entry["index"]) != index:
             return False
@@ -189,7 +190,7 @@ class LastRun:
                 entry["local"] = {facts_key(job): local}
             if _hash(entry["summary"]) != summary:
                 return False
-        elif (job and local_codes(data, shown, job.codes)) or \
+        elif (job and local_codes(data, shown, job.codes, scan)) or \
                 any(mentions_any(data, names) != found for names, found in mentions.items()):
             return False
         self.files[str(path)] = [key, index, summary, mentions]
