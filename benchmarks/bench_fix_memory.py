@@ -56,7 +56,7 @@ VARIANTS = ("original", "rewritten", "short form")
 
 
 def variants() -> dict[str, str]:
-    from lint_nograd.fix import FixSettings, fix_source
+    from lint_nograd.fix.rewrite import FixSettings, fix_source
 
     rewritten = fix_source(ORIGINAL.encode(), settings=FixSettings(unsafe_fixes=True)).text
     kept = "    with torch.no_grad():\n        features = stop_gradient(model(x))\n"

@@ -22,11 +22,10 @@ import statistics
 import time
 import warnings
 
-import torch
-import torch.func
-
 import lint_nograd
 import lint_nograd.func as shim_func
+import torch
+import torch.func
 from lint_nograd import stop_gradient
 
 WIDTH, DEPTH, BATCH = 256, 3, 64

@@ -16,10 +16,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from lint_nograd import __version__, output, runner
-from lint_nograd.cache import FOLDER_NAME, Cache
-from lint_nograd.config import (
+from lint_nograd import __version__
+from lint_nograd.analysis.releases import default_target, target
+from lint_nograd.fix.fixer import Fixer
+from lint_nograd.fix.settings import FixSettings
+from lint_nograd.fix.write import WriteError, replace_file, write_file
+from lint_nograd.report import output
+from lint_nograd.report.diagnostics import Diagnostic
+from lint_nograd.report.registry import RULES
+from lint_nograd.run import runner
+from lint_nograd.run.cache import FOLDER_NAME, Cache
+from lint_nograd.run.config import (
     DEFAULT_SELECT,
+    DEFAULT_STOP_GRADIENT,
     ConfigError,
     RuleSelection,
     expand_selectors,
@@ -27,16 +36,11 @@ from lint_nograd.config import (
     project_root,
     select_rules,
 )
-from lint_nograd.diagnostics import Diagnostic
-from lint_nograd.notebook import NotebookError
-from lint_nograd.files import DEFAULT_EXCLUDE, compile_patterns, discover, is_valid_pattern, repository_root
-from lint_nograd.fix_settings import DEFAULT_STOP_GRADIENT, FixSettings
-from lint_nograd.registry import RULES
-from lint_nograd.regular_file import read_regular_file
-from lint_nograd.releases import default_target, target
-from lint_nograd.runner import PARALLEL_MIN_FILES, Job
-from lint_nograd.workers import Workers
-from lint_nograd.write import WriteError, replace_file, write_file
+from lint_nograd.run.files import DEFAULT_EXCLUDE, compile_patterns, discover, is_valid_pattern, repository_root
+from lint_nograd.run.jobs import PARALLEL_MIN_FILES, Job
+from lint_nograd.run.notebook import NotebookError
+from lint_nograd.run.regular_file import read_regular_file
+from lint_nograd.run.workers import Workers
 
 PROG = "lint-nograd"
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -244,7 +248,7 @@ def _stopped(jobs: Sequence[Job]) -> str:
 def _gated(jobs: Sequence[Job], errors: list[str], reach: dict):
     """(job, bytes, codes) for each file some selected rule can have a finding in: by its own text,
     or because the project reaches a function of it."""
-    from lint_nograd import engine  # the analysis: a check answered by the last run needs none of it
+    from lint_nograd.run import engine  # the analysis: a check answered by the last run needs none of it
 
     for job in jobs:
         try:
@@ -263,10 +267,10 @@ def check_pending(data: bytes, display_path: str, codes: frozenset[str],
                   fixes: FixSettings = FixSettings(), torch_version: str | None = None
                   ) -> tuple[list[Diagnostic], str | None]:
     """The findings of one file on its own, with their fixes; or the error."""
-    from lint_nograd import fix  # the fix layer; it loads libcst only to write a fix
+    from lint_nograd.fix import rewrite  # the fix layer; it loads libcst only to write a fix
 
     try:
-        return fix.check_with_fixes(data, display_path, codes, fixes, torch_version=torch_version), None
+        return rewrite.check_with_fixes(data, display_path, codes, fixes, torch_version=torch_version), None
     except Exception as error:  # a bug checking one file must not stop the others
         return [], f"failed to check {display_path}: internal error: {type(error).__name__}: {error}"
 
@@ -274,10 +278,10 @@ def check_pending(data: bytes, display_path: str, codes: frozenset[str],
 def fix_pending(data: bytes, display_path: str, codes: frozenset[str], reach: dict | None,
                 fixes: FixSettings = FixSettings(), torch_version: str | None = None):
     """(new bytes, the findings left in them, the `FixResult`), or the error for this file."""
-    from lint_nograd import fix  # the fix layer; it loads libcst only to write a fix
+    from lint_nograd.fix import rewrite  # the fix layer; it loads libcst only to write a fix
 
     try:
-        result = fix.fix_source(data, codes, display_path, fixes, reach, torch_version)
+        result = rewrite.fix_source(data, codes, display_path, fixes, reach, torch_version)
         new = result.text.encode(result.encoding) if result.changed else data
         return (new, result.remaining, result), None
     except NotebookError as error:
@@ -299,7 +303,7 @@ def run_check(options: argparse.Namespace) -> int:
     if options.watch:
         return watch(options)
     plan, cache = _plan_and_cache(options)
-    outcome = runner.check(plan.jobs, plan.project_files, plan.import_roots, _workers(options), cache, plan.fixes)
+    outcome = runner.check(plan.jobs, plan.project_files, plan.import_roots, _workers(options), cache, Fixer(plan.fixes))
     _warn_about_cache(options, cache)
     if options.add_noqa:
         return _add_noqa(options, plan, outcome.diagnostics, plan.errors + outcome.errors)
@@ -326,7 +330,7 @@ def _warn_about_cache(options: argparse.Namespace, cache: Cache) -> None:
 
 def _add_noqa(options: argparse.Namespace, plan: Plan, diagnostics: list[Diagnostic], errors: list[str]) -> int:
     """Write `# noqa: CODE` on each line with a finding, as ruff's `--add-noqa` does: exit 0 unless errors."""
-    from lint_nograd.noqa import NoqaError, add_noqa
+    from lint_nograd.fix.noqa import NoqaError, add_noqa
 
     by_file: dict[str, list[Diagnostic]] = {}
     for diagnostic in diagnostics:
@@ -423,7 +427,7 @@ def run_fix(options: argparse.Namespace) -> int:
                     imports.setdefault(statement, set()).add(job.display_path)
     if not options.diff and not options.stdin_filename:  # what remains, as the whole project shows it
         outcome = runner.check(plan.jobs, plan.project_files, plan.import_roots, _workers(options), cache,
-                               plan.fixes)
+                               Fixer(plan.fixes))
         _warn_about_cache(options, cache)
         remaining, errors = outcome.diagnostics, errors + outcome.errors
     remaining.sort(key=lambda d: d.sort_key)

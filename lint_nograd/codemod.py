@@ -19,9 +19,9 @@ from pathlib import Path
 import libcst as cst
 from libcst.codemod import CodemodCommand, SkipFile
 
-from lint_nograd.config import ConfigError, load_config, select_rules
-from lint_nograd.fix import FIXABLE_CODES, fix_text
-from lint_nograd.fix_settings import DEFAULT_STOP_GRADIENT, FixSettings
+from lint_nograd.fix.rewrite import FIXABLE_CODES, fix_text
+from lint_nograd.fix.settings import FixSettings
+from lint_nograd.run.config import DEFAULT_STOP_GRADIENT, ConfigError, load_config, select_rules
 
 
 class StopGradientCommand(CodemodCommand):

@@ -12,9 +12,10 @@ import io
 import tokenize
 from collections.abc import Iterator, Sequence
 
-from lint_nograd import __version__, fix
-from lint_nograd.output import applies
-from lint_nograd.registry import RULES
+from lint_nograd import __version__
+from lint_nograd.fix import rewrite
+from lint_nograd.report.output import applies
+from lint_nograd.report.registry import RULES
 
 ALL_CODES = frozenset(RULES)
 
@@ -28,7 +29,7 @@ class Plugin:
         self.lines = lines
 
     def run(self) -> Iterator[tuple[int, int, str, type]]:
-        for found in fix.check_with_fixes(source_bytes(self.lines), self.filename, ALL_CODES):
+        for found in rewrite.check_with_fixes(source_bytes(self.lines), self.filename, ALL_CODES):
             marker = "[*] " if applies(found.fix, unsafe_fixes=False) else ""
             yield found.row, found.col - 1, f"{found.code} {marker}{found.message}", type(self)
 

@@ -8,7 +8,7 @@ rules; every other name is `torch.func`'s own object.
    `with` or a decorator) is ignored: the transform computes its derivative. `torch.func`
    ignores `no_grad` too, but under `inference_mode` before torch 2.12.0 (pytorch issue 177318)
    `grad`, `grad_and_value`, `vjp`, `jvp` and `jacrev` return zeros and `jacfwd` and `hessian`
-   raise, and `linearize` still returns zeros (`lint_nograd.releases` has each release): the
+   raise, and `linearize` still returns zeros (`lint_nograd.analysis.releases` has each release): the
    shim leaves inference mode itself.
 2. A region *inside the function* is respected in reverse and forward mode at every level, as
    `stop_gradient` would be: `jacfwd(f) == jacrev(f)` and `hessian(f) == jacrev(jacrev(f))`.
@@ -42,7 +42,7 @@ around the call is read from grad mode alone. `torch.compile` of `torch.func.jac
 
 Everything else is `torch.func`'s: signatures, keyword arguments, `has_aux`, `argnums`, pytrees,
 error messages. `torch.func.linearize` cannot be nested in forward mode or vmapped; the shim's
-cannot either. Supported torch releases: `lint_nograd.releases.SUPPORTED` (2.5.1 to 2.14).
+cannot either. Supported torch releases: `lint_nograd.analysis.releases.SUPPORTED` (2.5.1 to 2.14).
 """
 
 from __future__ import annotations

@@ -22,13 +22,17 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path, to_fs_path
 
-from lint_nograd import __version__, fix, noqa, output, runner
-from lint_nograd.cache import FOLDER_NAME, Cache
-from lint_nograd.config import ConfigError, load_config, project_root, select_rules
-from lint_nograd.diagnostics import Diagnostic, Edit
-from lint_nograd.files import DEFAULT_EXCLUDE, compile_patterns, discover, shown_path
-from lint_nograd.fix_settings import DEFAULT_STOP_GRADIENT, FixSettings
-from lint_nograd.runner import Job
+from lint_nograd import __version__
+from lint_nograd.fix import noqa, rewrite
+from lint_nograd.fix.fixer import Fixer
+from lint_nograd.fix.settings import FixSettings
+from lint_nograd.report import output
+from lint_nograd.report.diagnostics import Diagnostic, Edit
+from lint_nograd.run import runner
+from lint_nograd.run.cache import FOLDER_NAME, Cache
+from lint_nograd.run.config import DEFAULT_STOP_GRADIENT, ConfigError, load_config, project_root, select_rules
+from lint_nograd.run.files import DEFAULT_EXCLUDE, compile_patterns, discover, shown_path
+from lint_nograd.run.jobs import Job
 
 NAME = "lint-nograd"
 FIX_ALL = types.CodeActionKind.SourceFixAll + "." + NAME  # source.fixAll.lint-nograd
@@ -178,7 +182,7 @@ class LintServer(LanguageServer):
             return Checked(source, config_error=f"{NAME}: {error}")
         if job is None:
             return Checked(source, project)
-        outcome = runner.check([job], project.files, project.import_roots, 1, project.cache, project.fixes)
+        outcome = runner.check([job], project.files, project.import_roots, 1, project.cache, Fixer(project.fixes))
         found = [d for d in outcome.diagnostics if d.path == job.display_path]
         return Checked(source, project, job, found, outcome.errors)
 
@@ -287,7 +291,7 @@ class LintServer(LanguageServer):
         if source.cells is None:  # a notebook is seldom imported: what it does itself tells
             reaches, _ = runner.reach([job], project.files, project.import_roots, 1, project.cache)
             reach = reaches.get(job.path)
-        result = fix.fix_source(job.data, job.codes, job.display_path, project.fixes, reach, job.release)
+        result = rewrite.fix_source(job.data, job.codes, job.display_path, project.fixes, reach, job.release)
         if not result.changed:
             return {}
         new = result.text.encode(result.encoding)

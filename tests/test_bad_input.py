@@ -15,9 +15,9 @@ from dataclasses import replace
 
 import pytest
 from deadline import deadline
-
-from lint_nograd import cli, write
-from lint_nograd.write import replace_file
+from lint_nograd import cli
+from lint_nograd.fix import write
+from lint_nograd.fix.write import replace_file
 from test_cli_fix import FIXABLE, FIXED
 
 REGION = b"import torch\nwith torch.no_grad():\n    y = x * 2\ny.backward()\n"  # passes the gate
@@ -207,9 +207,9 @@ def test_a_gitignore_pattern_git_cannot_read_is_skipped_as_git_does(project, cap
 
 
 def test_an_internal_error_in_one_file_names_it_and_the_run_goes_on(project, capsys, monkeypatch):
-    from lint_nograd import fix
+    from lint_nograd.fix import rewrite
 
-    real = fix.fix_source
+    real = rewrite.fix_source
 
     def fails_on_bad(data, codes, display_path, settings, reach=None, torch_version=None):
         if display_path == "bad.py":
@@ -217,7 +217,7 @@ def test_an_internal_error_in_one_file_names_it_and_the_run_goes_on(project, cap
         return real(data, codes, display_path, settings, reach, torch_version)
 
     (project / "bad.py").write_text(FIXABLE)
-    monkeypatch.setattr(fix, "fix_source", fails_on_bad)
+    monkeypatch.setattr(rewrite, "fix_source", fails_on_bad)
     status, _, err = run(capsys, "fix")
     assert status == 2
     assert err.endswith("lint-nograd: error: failed to fix bad.py: internal error: RuntimeError: unexpected\n")
@@ -400,7 +400,7 @@ def test_the_owner_is_kept(project, capsys):
 def test_a_file_replaced_by_a_fifo_or_a_device_before_it_is_written_is_left_alone(tmp_path, make):
     path = tmp_path / "m.py"
     make(path)
-    code = ("import sys\nfrom pathlib import Path\nfrom lint_nograd.write import WriteError, replace_file\n"
+    code = ("import sys\nfrom pathlib import Path\nfrom lint_nograd.fix.write import WriteError, replace_file\n"
             "try:\n    replace_file(Path(sys.argv[1]), b'new', b'old', 'm.py')\n"
             "except WriteError as error:\n    print(error)\n")
     done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=60,
@@ -549,7 +549,7 @@ def test_ipython_syntax_counts_only_at_the_start_of_a_logical_line(project, caps
     (["x = (", "# lint-nograd: cell 9", ")"], ["# lint-nograd: cell 9"]),  # our marker is never code
 ])
 def test_which_lines_are_ipython_syntax(lines, masked):
-    from lint_nograd.notebook import Notebook
+    from lint_nograd.run.notebook import Notebook
 
     read = Notebook.read(notebook([line + "\n" for line in lines]))
     assert read.masked == masked
@@ -558,8 +558,8 @@ def test_which_lines_are_ipython_syntax(lines, masked):
 
 def test_rows_count_in_the_source_they_come_from():
     """`fix` reports on the joined source it wrote: an import above the first cell, a line less."""
-    from lint_nograd.diagnostics import Diagnostic
-    from lint_nograd.notebook import Notebook
+    from lint_nograd.report.diagnostics import Diagnostic
+    from lint_nograd.run.notebook import Notebook
 
     read = Notebook.read(notebook(["import torch\n", "%time x\n"], ["with torch.no_grad():\n", "    y = 1\n"],
                                   ["z = 2\n"]))

@@ -8,8 +8,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from lint_nograd import cache, cli, engine, runner
+from lint_nograd import cli
+from lint_nograd.run import cache, engine, runner
 
 FIXTURES = Path(__file__).parent / "fixtures" / "checker"
 
@@ -316,12 +316,12 @@ def test_findings_are_stored_as_asdict_makes_them(project):
     `dataclasses.asdict` gives, fix, edits and related places included."""
     from dataclasses import asdict
 
-    from lint_nograd import fix
+    from lint_nograd.fix import rewrite
 
     found = []
     for path in sorted((project / "src").glob("ng00*.py")):
         found += engine.check_source(path.read_bytes(), path.name, engine.FIXABLE_CODES | {"NG003", "NG004"},
-                                     attach_fixes=fix.attach_fixes)
+                                     attach_fixes=rewrite.attach_fixes)
     assert any(d.fix is not None and d.fix.edits for d in found) and any(d.related for d in found)
     assert cache.diagnostics_to_json(found) == [asdict(d) for d in found]
     assert cache.diagnostics_from_json(json.loads(json.dumps(cache.diagnostics_to_json(found))), "") is not None

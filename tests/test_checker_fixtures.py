@@ -10,9 +10,8 @@ import os
 from pathlib import Path
 
 import pytest
-
-from lint_nograd.fix import check_with_fixes
-from lint_nograd.registry import RULES
+from lint_nograd.fix.rewrite import check_with_fixes
+from lint_nograd.report.registry import RULES
 
 FIXTURES = Path(__file__).parent / "fixtures" / "checker"
 CASES = sorted(FIXTURES.glob("*.py"))

@@ -8,8 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from lint_nograd.registry import RULES
+from lint_nograd.report.registry import RULES
 
 sarif_pydantic = pytest.importorskip("sarif_pydantic")
 EXAMPLES = Path(__file__).parent.parent / "examples"

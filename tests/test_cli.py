@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from lint_nograd import __version__, cli, engine
-from lint_nograd.cache import Cache
-from lint_nograd.diagnostics import Diagnostic, Edit, Fix
-from lint_nograd.registry import RULES
+from lint_nograd import __version__, cli
+from lint_nograd.report.diagnostics import Diagnostic, Edit, Fix
+from lint_nograd.report.registry import RULES
+from lint_nograd.run import engine
+from lint_nograd.run.cache import Cache
 
 
 def stand_in_check_source(data: bytes, display_path: str, codes: frozenset[str], **_) -> list[Diagnostic]:

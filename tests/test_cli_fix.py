@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import pytest
-
 from lint_nograd import cli
 
 FIXABLE = """\

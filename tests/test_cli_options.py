@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from lint_nograd import cli
 
 FIXABLE = """\

@@ -4,8 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from lint_nograd.config import (
+from lint_nograd.report.registry import RULES
+from lint_nograd.run.config import (
     DEFAULT_SELECT,
     ConfigError,
     RuleSelection,
@@ -14,7 +14,6 @@ from lint_nograd.config import (
     load_config,
     select_rules,
 )
-from lint_nograd.registry import RULES
 
 FIXABLE = {code for code, rule in RULES.items() if rule.fixable}
 

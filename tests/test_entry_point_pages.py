@@ -1,9 +1,8 @@
-"""The rule pages list the entry points of the table in lint_nograd/entry_points.py."""
+"""The rule pages list the entry points of the table in lint_nograd/analysis/entry_points.py."""
 from __future__ import annotations
 
 import pytest
-
-from lint_nograd.entry_points import DROPS, FORWARD, KEEPS, REVERSE, listed
+from lint_nograd.analysis.entry_points import DROPS, FORWARD, KEEPS, REVERSE, listed
 from rule_pages import PAGES, sections
 
 PAGES_BY_CODE = {page.stem: page for page in PAGES}
@@ -17,7 +16,7 @@ def test_the_page_lists_every_entry_point_of_its_modes(code, modes):
 
 
 def test_every_entry_point_is_listed_in_some_mode():
-    from lint_nograd.entry_points import ENTRY_POINTS
+    from lint_nograd.analysis.entry_points import ENTRY_POINTS
 
     every = "\n".join(line for mode in (FORWARD, DROPS, KEEPS, REVERSE) for line in listed(mode))
     for entry in ENTRY_POINTS:

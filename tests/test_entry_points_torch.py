@@ -1,4 +1,4 @@
-"""Each row of `lint_nograd.entry_points.ENTRY_POINTS`, run with PyTorch: a forward-mode entry point
+"""Each row of `lint_nograd.analysis.entry_points.ENTRY_POINTS`, run with PyTorch: a forward-mode entry point
 ignores a region inside the function (its result differs from the same function with `.detach()`
 in the region's place), a reverse-mode one respects it (same result), a tracer that drops the
 region records a graph whose gradient differs from eager mode, one that keeps it does not."""
@@ -7,9 +7,8 @@ from __future__ import annotations
 import pytest
 
 torch = pytest.importorskip("torch")
+from lint_nograd.analysis.entry_points import DROPS, ENTRY_POINTS, FORWARD, KEEPS, REVERSE  # noqa: E402
 from torch import nn  # noqa: E402
-
-from lint_nograd.entry_points import DROPS, ENTRY_POINTS, FORWARD, KEEPS, REVERSE  # noqa: E402
 
 X = torch.tensor([1.0, 2.0, 4.0], dtype=torch.float64)
 V = torch.tensor([1.0, 0.5, -1.0], dtype=torch.float64)
@@ -107,8 +106,7 @@ def _traced(entry_name: str, module: nn.Module, pre_dispatch: bool = False):
         from torch.fx.experimental.proxy_tensor import make_fx
         return make_fx(module, pre_dispatch=pre_dispatch)(X)
     if entry_name in ("prepare_fx", "prepare_qat_fx"):
-        from torch.ao.quantization import get_default_qat_qconfig_mapping, get_default_qconfig_mapping
-        from torch.ao.quantization import quantize_fx
+        from torch.ao.quantization import get_default_qat_qconfig_mapping, get_default_qconfig_mapping, quantize_fx
         if entry_name == "prepare_fx":
             return quantize_fx.prepare_fx(module.eval(), get_default_qconfig_mapping(), (X.float(),))
         return quantize_fx.prepare_qat_fx(module.train(), get_default_qat_qconfig_mapping(), (X.float(),))

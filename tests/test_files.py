@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 from deadline import deadline
-
-from lint_nograd.files import DEFAULT_EXCLUDE, compile_patterns, discover
+from lint_nograd.run.files import DEFAULT_EXCLUDE, compile_patterns, discover
 
 
 def make(root: Path, *files: str) -> None:

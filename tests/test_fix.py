@@ -23,11 +23,9 @@ if sys.version_info >= (3, 11):
 else:
     import tomli as tomllib
 
-from lint_nograd import engine
+from lint_nograd.analysis.model import SemanticModel
 from lint_nograd.codemod import StopGradientCommand
-from lint_nograd.diagnostics import Edit, Fix
-from lint_nograd.engine import parse
-from lint_nograd.fix import (
+from lint_nograd.fix.rewrite import (
     FIXABLE_CODES,
     FixSettings,
     apply_edits,
@@ -36,7 +34,9 @@ from lint_nograd.fix import (
     fix_text,
     plan_fixes,
 )
-from lint_nograd.model import SemanticModel
+from lint_nograd.report.diagnostics import Edit, Fix
+from lint_nograd.run import engine
+from lint_nograd.run.engine import parse
 
 FIXTURES = Path(__file__).parent / "fixtures" / "fix"
 CASES = sorted(path.name[: -len(".in.py")] for path in FIXTURES.glob("*.in.py"))
@@ -294,7 +294,7 @@ NOT_FIXABLE = "import torch\nfrom torch.func import grad\nwith torch.no_grad():\
 
 
 def test_the_check_path_imports_libcst_only_for_fixable_findings():
-    code = ("import sys; from lint_nograd.fix import check_with_fixes; from lint_nograd.registry import RULES; "
+    code = ("import sys; from lint_nograd.fix.rewrite import check_with_fixes; from lint_nograd.report.registry import RULES; "
             f"[d] = check_with_fixes({NOT_FIXABLE!r}.encode(), 'm.py', frozenset(RULES)); "
             "assert d.code == 'NG001' and d.fix is None; "
             "assert 'libcst' not in sys.modules, 'libcst imported'; "
@@ -305,10 +305,10 @@ def test_the_check_path_imports_libcst_only_for_fixable_findings():
 
 def test_the_engine_and_the_checks_do_not_import_the_fix_layer():
     """Fixing is a layer above the engine: planning (ast only) may be imported by the checks, the rest not."""
-    code = ("import sys; from lint_nograd import engine; from lint_nograd.registry import RULES; "
+    code = ("import sys; from lint_nograd.run import engine; from lint_nograd.report.registry import RULES; "
             f"found = engine.check_source({SOURCE!r}.encode(), 'm.py', frozenset(RULES)); "
             "assert len(found) == 3 and all(d.fix is None for d in found); "
-            "assert 'lint_nograd.fix' not in sys.modules and 'lint_nograd.fix_edit' not in sys.modules; "
+            "assert 'lint_nograd.fix.rewrite' not in sys.modules and 'lint_nograd.fix.edit' not in sys.modules; "
             "assert 'libcst' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
 
@@ -422,7 +422,7 @@ def only_region(body: str, api: str = "torch.no_grad()"):
     ("s = x.custom_statistic()", "kept", "unsafe"),
 ])
 def test_the_rule_for_the_form_and_the_applicability(body, form, applicability):
-    from lint_nograd.fix_plan import plan_region
+    from lint_nograd.fix.plan import plan_region
 
     model, region = only_region(body)
     plan = plan_region(model, region)
@@ -440,7 +440,7 @@ def test_the_rule_for_the_form_and_the_applicability(body, form, applicability):
     ("s = stop_gradient(x); x.add_(1)", "torch.no_grad()", False),
 ])
 def test_a_region_whose_values_are_all_cut_is_no_finding(body, api, cut):
-    from lint_nograd.fix_plan import region_cuts_its_values
+    from lint_nograd.analysis.region_values import region_cuts_its_values
 
     body = body.replace("jax_like", "np")
     model, region = only_region(body, api)

@@ -21,10 +21,9 @@ from pathlib import Path
 import pytest
 
 torch = pytest.importorskip("torch")
+from lint_nograd import stop_gradient  # noqa: E402
 from torch.func import grad, hessian, jacfwd, jacrev, vmap  # noqa: E402
 from torch.utils._pytree import tree_leaves  # noqa: E402
-
-from lint_nograd import stop_gradient  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

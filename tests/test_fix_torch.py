@@ -15,9 +15,8 @@ import pytest
 torch = pytest.importorskip("torch")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+from lint_nograd.fix.rewrite import FIXABLE_CODES, check_with_fixes, fix_source  # noqa: E402
 from torch.func import grad, hessian, jacfwd, jacrev, vjp  # noqa: E402
-
-from lint_nograd.fix import FIXABLE_CODES, check_with_fixes, fix_source  # noqa: E402
 
 # torch's own forward-mode decompositions still go through torch.jit.script on first use
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")

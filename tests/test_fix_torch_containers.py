@@ -16,6 +16,7 @@ import pytest
 torch = pytest.importorskip("torch")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+from lint_nograd.fix.rewrite import FixSettings, fix_source  # noqa: E402
 from test_fix_torch import (  # noqa: E402
     REGION_FORMS,
     assert_forward_mode_and_tracing_agree,
@@ -23,8 +24,6 @@ from test_fix_torch import (  # noqa: E402
     expressions,
     load,
 )
-
-from lint_nograd.fix import FixSettings, fix_source  # noqa: E402
 
 # a call of the user's code (a model, a container's constructor) makes the fix unsafe, kept region and all
 UNSAFE = FixSettings(unsafe_fixes=True)

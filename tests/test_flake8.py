@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from lint_nograd.flake8_plugin import Plugin
 
 CHECKER_FIXTURES = Path(__file__).parent / "fixtures" / "checker"

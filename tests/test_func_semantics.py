@@ -1,7 +1,7 @@
 """The semantics table of `lint_nograd.func`, checked against analytic derivatives.
 
 Every case also runs `torch.func`, and `torch_func_deviation` states exactly where its answer
-differs, reading what differs by release from `lint_nograd.releases`: when a PyTorch release
+differs, reading what differs by release from `lint_nograd.analysis.releases`: when a PyTorch release
 changes that, this file fails and the table (and the README) must follow.
 """
 
@@ -14,12 +14,11 @@ import math
 import types
 from collections import namedtuple
 
+import lint_nograd.func as shim_func
 import pytest
 import torch
 import torch.func
-
-import lint_nograd.func as shim_func
-from lint_nograd.releases import behaviour
+from lint_nograd.analysis.releases import behaviour
 from torch_behaviour import derivative
 
 RELEASE = behaviour(torch.__version__)

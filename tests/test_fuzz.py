@@ -23,10 +23,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from lint_nograd.fix import FixSettings, check_with_fixes, fix_source
-from lint_nograd.notebook import Notebook
-from lint_nograd.registry import RULES
+from lint_nograd.fix.rewrite import FixSettings, check_with_fixes, fix_source
+from lint_nograd.report.registry import RULES
+from lint_nograd.run.notebook import Notebook
 
 hypothesmith = pytest.importorskip("hypothesmith")
 

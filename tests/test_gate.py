@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from lint_nograd import checks, engine
-from lint_nograd.model import SemanticModel
-from lint_nograd.registry import RULES
+from lint_nograd import checks
+from lint_nograd.analysis.model import SemanticModel
+from lint_nograd.report.registry import RULES
+from lint_nograd.run import engine
 
 ALL = frozenset(RULES)
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -91,7 +91,6 @@ def test_the_installed_torch_sources():
 
 hypothesmith = pytest.importorskip("hypothesmith")
 from test_fuzz import FIXTURE_SOURCES, with_insertions  # noqa: E402  (the same programs as the fuzz tests)
-
 
 # The reliability issue's generated programs, without the comment that opens the gate.
 _GENERATED = st.one_of(

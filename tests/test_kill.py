@@ -19,8 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-
-from lint_nograd.fix import fix_source
+from lint_nograd.fix.rewrite import fix_source
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="SIGKILL and process groups")
 
@@ -214,7 +213,8 @@ def test_ctrl_c_prints_one_line_and_exits_130(busy_project, command, whom):
 def test_never_more_workers_than_work(tmp_path, monkeypatch, capsys):
     import concurrent.futures
 
-    from lint_nograd import cli, runner
+    from lint_nograd import cli
+    from lint_nograd.run import jobs
     from test_cli_fix import FIXABLE
 
     (tmp_path / "pyproject.toml").write_text("[tool.lint-nograd]\n")
@@ -233,5 +233,5 @@ def test_never_more_workers_than_work(tmp_path, monkeypatch, capsys):
     assert cli.main(["check", "--no-cache", "--jobs", "300", "--output-format", "concise"]) == 1
     assert cli.main(["fix", "--no-cache", "--jobs", "300", "--output-format", "concise"]) == 0
     # as many as chunks of files to read, summarise and finish; as many as files to fix
-    assert set(started) == {-(-files // runner.CHUNK_FILES), files}
+    assert set(started) == {-(-files // jobs.CHUNK_FILES), files}
     assert capsys.readouterr().err.startswith(f"Fixed {files} regions in {files} files.\n")

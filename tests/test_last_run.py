@@ -9,8 +9,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from lint_nograd import cache, cli, engine
+from lint_nograd import cli
+from lint_nograd.run import cache, engine
 
 PROJECTS = Path(__file__).parent / "fixtures" / "projects"
 

@@ -7,12 +7,11 @@ import os
 from pathlib import Path
 
 import pytest
-
 from lint_nograd import cli
-from lint_nograd.checks import MAX_MESSAGE
-from lint_nograd.fix import check_with_fixes
-from lint_nograd.registry import RULES
-from lint_nograd.releases import RELEASES
+from lint_nograd.analysis.releases import RELEASES
+from lint_nograd.checks.finding import MAX_MESSAGE
+from lint_nograd.fix.rewrite import check_with_fixes
+from lint_nograd.report.registry import RULES
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SOURCES = sorted([*FIXTURES.glob("checker/*.py"), *FIXTURES.glob("fix/*.in.py"), *FIXTURES.glob("notebooks/*.ipynb")])

@@ -6,7 +6,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from lint_nograd import cli
 
 nbformat = pytest.importorskip("nbformat")

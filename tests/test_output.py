@@ -7,10 +7,9 @@ import re
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-from lint_nograd import output
-from lint_nograd.diagnostics import Diagnostic, Edit, Fix, Related
-from lint_nograd.registry import RULES
+from lint_nograd.report import output
+from lint_nograd.report.diagnostics import Diagnostic, Edit, Fix, Related
+from lint_nograd.report.registry import RULES
 
 FIX = Fix("Use stop_gradient", (Edit("stop_gradient(x)", 3, 5, 3, 13),))
 REACHER = Related("`jvp(f)` reaches it", "pkg/train.py", 7, 1, 7, 7)

@@ -14,8 +14,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from lint_nograd import cli, project_run, runner
+from lint_nograd import cli
+from lint_nograd.run import stages
 
 PROJECTS = Path(__file__).parent / "fixtures" / "projects"
 EXPECTATIONS = sorted(PROJECTS.glob("*/expect*.txt"))
@@ -60,15 +60,15 @@ def test_same_findings_with_the_cache_and_with_workers(expectation: Path, capsys
     cache = ["--cache-dir", str(tmp_path / "cache")]
     assert run(project, args, capsys, *cache) == expected
     assert run(project, args, capsys, *cache) == expected
-    monkeypatch.setattr(runner, "PARALLEL_MIN_FILES", 0)
-    monkeypatch.setattr(runner, "CHUNK_FILES", 1)
+    monkeypatch.setattr(cli, "PARALLEL_MIN_FILES", 0)
+    monkeypatch.setattr(stages, "CHUNK_FILES", 1)
     assert run(project, args, capsys, "--no-cache", "--jobs", "2") == expected
 
 
 @pytest.mark.parametrize("expectation", EXPECTATIONS, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_summarising_ahead_changes_no_finding(expectation: Path, capsys, monkeypatch):
     """Modules are summarised ahead of linking only to be taken when linking asks for them."""
-    monkeypatch.setattr(project_run, "AHEAD_LEVELS", 0)
+    monkeypatch.setattr(stages, "AHEAD_LEVELS", 0)
     args, expected = read(expectation)
     assert run(expectation.parent, args, capsys, "--no-cache") == expected
 
@@ -77,13 +77,13 @@ def test_linking_takes_the_modules_summarised_ahead(capsys, monkeypatch):
     """`jacfwd(loss)` with `loss` from another module: that module is summarised with the others
     (in worker processes when there are several), not one at a time while linking."""
     asked: list[tuple[str, bool]] = []  # each module linking loads, and whether it was summarised ahead
-    real = project_run.Run._load
+    real = stages.Run._load
 
     def load(self, entry):
         asked.append((entry.name, self.by_module[entry.name].path in self._ahead))
         return real(self, entry)
 
-    monkeypatch.setattr(project_run.Run, "_load", load)
+    monkeypatch.setattr(stages.Run, "_load", load)
     args, expected = read(PROJECTS / "cross_module" / "expect.txt")
     assert run(PROJECTS / "cross_module", args, capsys, "--no-cache", "--jobs", "2") == expected
     assert ("pkg.model", True) in asked and ("pkg.model", False) not in asked
@@ -94,11 +94,11 @@ def test_the_collector_is_paused_for_a_run_and_back_after_it(capsys, monkeypatch
     (the editor server runs one check after another in one process)."""
     import gc
 
-    from lint_nograd import project
+    from lint_nograd.project import linking
 
     during: list[bool] = []
-    real = project.Project.link
-    monkeypatch.setattr(project.Project, "link", lambda self, modules: (during.append(gc.isenabled()),
+    real = linking.Project.link
+    monkeypatch.setattr(linking.Project, "link", lambda self, modules: (during.append(gc.isenabled()),
                                                                        real(self, modules))[1])
     args, expected = read(PROJECTS / "cross_module" / "expect.txt")
     assert gc.isenabled()

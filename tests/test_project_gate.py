@@ -9,18 +9,18 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from lint_nograd import runner
-from lint_nograd.cache import Cache
-from lint_nograd.files import compile_patterns, discover
-from lint_nograd.registry import RULES
+from lint_nograd.report.registry import RULES
+from lint_nograd.run import runner
+from lint_nograd.run.jobs import Job
+from lint_nograd.run.cache import Cache
+from lint_nograd.run.files import compile_patterns, discover
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def both_ways(root: Path, workers: int = 1) -> tuple[list, list]:
     files = discover([str(root)], root=root, exclude=compile_patterns([]), cwd=root).files
-    jobs = [runner.Job(path, shown, frozenset(RULES)) for path, shown in files]
+    jobs = [Job(path, shown, frozenset(RULES)) for path, shown in files]
     found = [runner.check(jobs, files, [root], workers, Cache(None), everything=everything)
              for everything in (False, True)]
     return [(found.diagnostics, found.errors) for found in found]

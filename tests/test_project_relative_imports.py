@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lint_nograd import runner
-from lint_nograd.cache import Cache
-from lint_nograd.files import compile_patterns, discover
-from lint_nograd.registry import RULES
+from lint_nograd.report.registry import RULES
+from lint_nograd.run import runner
+from lint_nograd.run.jobs import Job
+from lint_nograd.run.cache import Cache
+from lint_nograd.run.files import compile_patterns, discover
 
 HELPERS = "from torch.func import jacfwd\n\n\ndef hvp(f, x):\n    return jacfwd(f)(x)\n"
 TRAIN = ("import torch\nfrom torch.func import jacrev\n\nfrom .helpers import hvp\nfrom .model import energy\n\n"
@@ -24,7 +25,7 @@ FILES = {
 
 def check(root: Path, everything: bool) -> list:
     files = discover([str(root)], root=root, exclude=compile_patterns([]), cwd=root).files
-    jobs = [runner.Job(path, shown, frozenset(RULES)) for path, shown in files]
+    jobs = [Job(path, shown, frozenset(RULES)) for path, shown in files]
     return runner.check(jobs, files, [root], 1, Cache(None), everything=everything).diagnostics
 
 

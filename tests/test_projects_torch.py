@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 
 torch = pytest.importorskip("torch")
-from torch.func import jacfwd, jacrev  # noqa: E402
-
 from lint_nograd import cli  # noqa: E402
+from torch.func import jacfwd, jacrev  # noqa: E402
 
 PROJECTS = Path(__file__).parent / "fixtures" / "projects"
 X = torch.tensor([1.0, 2.0, 4.0], dtype=torch.float64)

@@ -12,15 +12,14 @@ import sys
 
 import pytest
 from deadline import deadline
-
-from lint_nograd.regular_file import FileTooLargeError, NotRegularFileError, read_regular_file
+from lint_nograd.run.regular_file import FileTooLargeError, NotRegularFileError, read_regular_file
 
 posix = pytest.mark.skipif(os.name != "posix", reason="FIFOs, devices and sockets")
 
 
 def read_in_child(path, *args: str) -> str:
     """What `read_regular_file(path, ...)` gives, as `ok <length>` or `<error class>: <strerror>`."""
-    code = ("import sys\nfrom lint_nograd.regular_file import read_regular_file\n"
+    code = ("import sys\nfrom lint_nograd.run.regular_file import read_regular_file\n"
             "try:\n    print('ok', len(read_regular_file(sys.argv[1], *map(int, sys.argv[2:]))))\n"
             "except OSError as error:\n    print(f'{type(error).__name__}: {error.strerror}')\n")
     done = subprocess.run([sys.executable, "-c", code, str(path), *args], capture_output=True, text=True,

@@ -9,9 +9,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
-
-from lint_nograd import releases
-from lint_nograd.releases import RELEASES, SUPPORTED, TESTED, Behaviour, behaviour, parse_version
+from lint_nograd.analysis import releases
+from lint_nograd.analysis.releases import RELEASES, SUPPORTED, TESTED, Behaviour, behaviour, parse_version
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -60,9 +59,9 @@ def test_rows_are_frozen_plain_data():
 
 def test_the_table_does_not_import_torch():
     code = (
-        "import sys, lint_nograd.releases as r\n"
+        "import sys, lint_nograd.analysis.releases as r\n"
         "r.behaviour('2.13.0')\n"
-        "assert 'torch' not in sys.modules, 'lint_nograd.releases imported torch'\n"
+        "assert 'torch' not in sys.modules, 'lint_nograd.analysis.releases imported torch'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
 

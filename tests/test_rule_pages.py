@@ -4,9 +4,8 @@ from __future__ import annotations
 import re
 
 import pytest
-
-from lint_nograd.engine import check_source
-from lint_nograd.registry import RULES
+from lint_nograd.report.registry import RULES
+from lint_nograd.run.engine import check_source
 from rule_pages import PAGES, example, examples, sections
 
 ALL = frozenset(RULES)
@@ -47,14 +46,14 @@ def _without_comments(source: str) -> list[str]:
 @pytest.mark.parametrize("page", [p for p in PAGES if RULES[p.stem].fixable], ids=lambda page: page.stem)
 def test_fix_of_the_example_is_the_use_instead(page):
     """What `lint-nograd fix` writes for the bad example is the page's good one (comments aside)."""
-    from lint_nograd.fix import fix_text
+    from lint_nograd.fix.rewrite import fix_text
 
     assert _without_comments(fix_text(example(page, "Example"))) == _without_comments(example(page, "Use instead"))
 
 
 def test_the_memory_preserving_form_of_ng004():
     """Fix safety shows it: the region stays, its value is cut inside it, and that is no finding."""
-    from lint_nograd.fix import FixSettings, fix_text
+    from lint_nograd.fix.rewrite import FixSettings, fix_text
 
     before, after = examples(PAGES[[page.stem for page in PAGES].index("NG004")], "Fix safety")
     assert codes_in(before) == ["NG004"] and codes_in(after) == []

@@ -9,11 +9,9 @@ from pathlib import Path
 import pytest
 
 torch = pytest.importorskip("torch")
+from lint_nograd.analysis.releases import behaviour  # noqa: E402
+from rule_pages import PAGES, example, examples  # noqa: E402
 from torch.func import hessian, jacfwd, jacrev  # noqa: E402
-
-from rule_pages import example, examples, PAGES  # noqa: E402
-
-from lint_nograd.releases import behaviour  # noqa: E402
 
 RELEASE = behaviour(torch.__version__)
 

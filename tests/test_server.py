@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 pytest_lsp = pytest.importorskip("pytest_lsp")
+from lint_nograd.fix import rewrite  # noqa: E402
+from lint_nograd.report import output
+from lint_nograd.run.config import tomllib  # noqa: E402
 from lsprotocol import types  # noqa: E402
 from pytest_lsp import ClientServerConfig, LanguageClient  # noqa: E402
-
-from lint_nograd import fix, output  # noqa: E402
-from lint_nograd.config import tomllib  # noqa: E402
 
 ROOT = Path(__file__).parent.parent
 EXAMPLE = (ROOT / "examples" / "meta_learning.py").read_text()
@@ -183,7 +183,7 @@ async def test_fix_all_applies_what_lint_nograd_fix_writes(client, project):
     await published(client, path.as_uri(), open_file(client, path))
     [fix_all] = await actions(client, path.as_uri(), only=[types.CodeActionKind.SourceFixAll])
     assert fix_all.kind == "source.fixAll.lint-nograd"
-    expected = fix.fix_source(EXAMPLE.encode(), display_path="model.py").text  # safe fixes only
+    expected = rewrite.fix_source(EXAMPLE.encode(), display_path="model.py").text  # safe fixes only
     assert apply(EXAMPLE, fix_all.edit.changes[path.as_uri()]) == expected
     assert "baseline = model(inputs).mean()" in expected
 
@@ -316,7 +316,7 @@ async def test_the_project_settings_are_read_again_when_pyproject_changes(client
     assert found == []
 
 
-FAILING_SERVER = [sys.executable, "-c", "from lint_nograd import runner, server\n"
+FAILING_SERVER = [sys.executable, "-c", "from lint_nograd import server\nfrom lint_nograd.run import runner\n"
                   "def check(*args, **kwargs): raise RuntimeError('a bug')\n"
                   "runner.check = check\nserver.main()"]
 
@@ -344,7 +344,7 @@ def test_the_linter_install_does_not_pull_the_server():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert not [d for d in project["dependencies"] if d.startswith(("pygls", "lsprotocol"))]
     assert {d.split(">")[0] for d in project["optional-dependencies"]["server"]} == {"pygls", "lsprotocol"}
-    done = subprocess.run([sys.executable, "-c", "import sys, lint_nograd.cli, lint_nograd.api\n"
+    done = subprocess.run([sys.executable, "-c", "import sys, lint_nograd.cli, lint_nograd.analysis.torch_names\n"
                            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pygls', 'lsprotocol')))"],
                           capture_output=True, text=True, check=True)
     assert done.stdout == "[]\n"

@@ -4,7 +4,7 @@ Each transform of `lint_nograd.func`, with a region inside the function, compile
 break (fullgraph raises on one) and gives the shim's values: the region is a cut in forward mode
 too, though under Dynamo the forward-mode transforms take a reverse-mode route. This holds on
 every supported release, also where `torch.compile` of `torch.func`'s own transform fails
-(`compiles_func_transform` in `lint_nograd.releases`, checked by tests/test_releases.py).
+(`compiles_func_transform` in `lint_nograd.analysis.releases`, checked by tests/test_releases.py).
 """
 
 from __future__ import annotations
@@ -13,11 +13,10 @@ import collections
 import copy
 import dataclasses
 
+import lint_nograd.func as shim_func
 import pytest
 import torch
 import torch.func
-
-import lint_nograd.func as shim_func
 from lint_nograd import stop_gradient
 
 pytestmark = [

@@ -16,13 +16,12 @@ import torch
 import torch.func
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lint_nograd import stop_gradient
+from lint_nograd.analysis.releases import behaviour
+from lint_nograd.shim import MAX_DEPTH
 from torch._decomp import core_aten_decompositions
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils._pytree import register_pytree_node, tree_flatten
-
-from lint_nograd import stop_gradient
-from lint_nograd.shim import MAX_DEPTH
-from lint_nograd.releases import behaviour
 
 RELEASE = behaviour(torch.__version__)
 

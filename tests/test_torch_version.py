@@ -1,6 +1,6 @@
 """Findings are for one torch release: `torch-version`, `--torch-version`, else the torch installed
 (read from its metadata, never imported), else the newest release the table knows. What NG002 says,
-and how severe it is, follow `lint_nograd/releases.py`; pinned here, by the real command line, for
+and how severe it is, follow `lint_nograd/analysis/releases.py`; pinned here, by the real command line, for
 releases on both sides of the fix for pytorch issue 177318."""
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
-
-from lint_nograd import releases
+from lint_nograd.analysis import releases
 
 SOURCE = """\
 import torch
@@ -104,7 +103,7 @@ def test_a_bad_setting_is_a_configuration_error(project):
 
 
 def test_the_default_is_the_torch_installed_read_without_importing_it():
-    code = "import sys; from lint_nograd.releases import default_target; print(default_target(), 'torch' in sys.modules)"
+    code = "import sys; from lint_nograd.analysis.releases import default_target; print(default_target(), 'torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     try:
         installed = metadata.version("torch")

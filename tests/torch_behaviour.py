@@ -1,6 +1,6 @@
-"""Measure, on the torch installed here, each behaviour that `lint_nograd.releases` records.
+"""Measure, on the torch installed here, each behaviour that `lint_nograd.analysis.releases` records.
 
-`measure()` returns the same fields as `lint_nograd.releases.Behaviour`, computed by running
+`measure()` returns the same fields as `lint_nograd.analysis.releases.Behaviour`, computed by running
 torch: tests/test_releases.py compares them with the table's row for this release, and
 `python tests/torch_behaviour.py` prints them (how the table's rows were measured).
 """
@@ -12,9 +12,8 @@ import warnings
 
 import torch
 import torch.func
+from lint_nograd.analysis.releases import TRANSFORMS, Behaviour
 from torch.fx.experimental.proxy_tensor import make_fx
-
-from lint_nograd.releases import TRANSFORMS, Behaviour
 
 X = torch.tensor(1.5, dtype=torch.float64)
 XV = torch.tensor([1.0, 2.0, 4.0], dtype=torch.float64)

@@ -3,9 +3,9 @@ with `@torch.no_grad()` or returns a value it computes in a region (in this modu
 Every return of the function must hand back such a value; the project tells which function it is."""
 from __future__ import annotations
 
-from lint_nograd.checks import fit, shorten
 from lint_nograd.checks.backward_without_graph import HELP
-from lint_nograd.summary import BackwardSite, Function
+from lint_nograd.checks.finding import fit, shorten
+from lint_nograd.project.summary import BackwardSite, Function
 
 __all__ = ["HELP", "message", "related_message"]
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from lint_nograd.checks import Finding, fit, shorten
-from lint_nograd.model import SemanticModel
-from lint_nograd.releases import Behaviour
+from lint_nograd.analysis.model import SemanticModel
+from lint_nograd.analysis.releases import Behaviour
+from lint_nograd.checks.finding import Finding, fit, shorten
 
 HELP = ("Operations in a grad-disabled region record no autograd graph, so backward through their "
         "result raises `RuntimeError: element 0 of tensors does not require grad and does not have a "

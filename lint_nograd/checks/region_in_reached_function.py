@@ -3,18 +3,18 @@
 Reverse mode respects the region at every level. Forward mode ignores grad mode (pytorch issues
 78961, 128600), and `torch.fx.symbolic_trace`, `torch.jit.trace`, plain `make_fx` and the other
 fx-based tracers drop the region from the graph they record (pytorch issue 62043): both silently
-change the results. Which calls reach which function is the project's business (`project.py`);
-this decides what a region so reached means, for the release `lint_nograd.releases` describes.
+change the results. Which calls reach which function is the project's business (`project/linking.py`);
+this decides what a region so reached means, for the release `lint_nograd.analysis.releases` describes.
 """
 from __future__ import annotations
 
 from typing import Iterator, NamedTuple, Optional
 
-from lint_nograd.checks import fit, shorten
-from lint_nograd.entry_points import DROPS, FORWARD, REVERSE
-from lint_nograd.project import Reacher
-from lint_nograd.releases import Behaviour
-from lint_nograd.summary import Region, display_name
+from lint_nograd.analysis.entry_points import DROPS, FORWARD, REVERSE
+from lint_nograd.analysis.releases import Behaviour
+from lint_nograd.checks.finding import fit, shorten
+from lint_nograd.project.linking import Reacher
+from lint_nograd.project.summary import Region, display_name
 
 _FIX = "Use `stop_gradient(...)` on the values instead, which every transform and tracer understands."
 _WHY = {

@@ -3,16 +3,16 @@
 A transform creates its own autograd level and turns grad mode on inside it, so a region around
 the call does not stop it from differentiating; only the results come back without a graph.
 Under inference_mode, releases before the fix for pytorch issue 177318 silently returned zeros.
-What each release does is read from `lint_nograd.releases`: an error where the release gets it
+What each release does is read from `lint_nograd.analysis.releases`: an error where the release gets it
 wrong, a warning where it does not.
 """
 from __future__ import annotations
 
 from typing import Iterator
 
-from lint_nograd.checks import Finding, fit, shorten
-from lint_nograd.model import SemanticModel, TransformApplication
-from lint_nograd.releases import Behaviour, until
+from lint_nograd.analysis.model import SemanticModel, TransformApplication
+from lint_nograd.analysis.releases import Behaviour, until
+from lint_nograd.checks.finding import Finding, fit, shorten
 
 HELP_NO_GRAD = ("A transform opens its own autograd level and turns grad mode on inside it: the region "
                 "does not stop it, only its results come back without a graph. Call it outside the "

@@ -6,11 +6,11 @@ import ast
 import re
 from dataclasses import dataclass
 
-from lint_nograd.diagnostics import Edit
-from lint_nograd.fix_settings import DETACH
-from lint_nograd.fix_values import SHIM_NAMES
-from lint_nograd.model import GradModeChange, SemanticModel
-from lint_nograd.scopes import Binding
+from lint_nograd.analysis.model import GradModeChange, SemanticModel
+from lint_nograd.analysis.scopes import Binding
+from lint_nograd.analysis.torch_names import SHIM_NAMES
+from lint_nograd.report.diagnostics import Edit
+from lint_nograd.run.config import DETACH
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # as the engine splits lines
 

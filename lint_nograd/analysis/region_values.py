@@ -6,7 +6,8 @@ reads stay as they are and values that might be either (`batch[0]`: a view of a 
 tensor from a list) make the fix refuse. Calls must not change tensors in place or grad mode.
 
 The walk also notes the calls the region makes (`tensor_ops`): they decide the form of the
-rewrite and whether it is safe (`fix_plan`).
+rewrite and whether it is safe (`fix.plan`). `check` asks the same walk whether a region gives out
+only values that are cut already (`region_cuts_its_values`): such a region is no finding.
 """
 from __future__ import annotations
 
@@ -14,11 +15,8 @@ import ast
 import re
 from typing import Union
 
-from lint_nograd import api, tensor_ops
-from lint_nograd.fix_settings import STOP_GRADIENT
-from lint_nograd.model import GradModeChange, SemanticModel
-
-SHIM_NAMES = frozenset({"lint_nograd.stop_gradient", "lint_nograd.shim.stop_gradient"})
+from lint_nograd.analysis import tensor_ops, torch_names
+from lint_nograd.analysis.model import GradModeChange, SemanticModel
 
 
 class Refusal(Exception):
@@ -26,7 +24,7 @@ class Refusal(Exception):
 
 
 # Calls that change or read grad mode: the rewrite may run the region with grad mode on.
-_GRAD_MODE_SETTERS = api.SET_GRAD_ENABLED | frozenset({
+_GRAD_MODE_SETTERS = torch_names.SET_GRAD_ENABLED | frozenset({
     "torch._C._set_grad_enabled", "torch._C._set_fwd_grad_enabled", "torch.autograd.forward_ad.enter_dual_level"})
 _GRAD_MODE_READERS = frozenset({
     "torch.is_grad_enabled", "torch._C.is_grad_enabled", "torch.autograd.grad_mode.is_grad_enabled",
@@ -71,7 +69,8 @@ def is_cut(names: frozenset[str], func: ast.expr) -> bool:
     name), or `.detach()`."""
     if isinstance(func, ast.Attribute) and func.attr == "detach":
         return True
-    return bool(names & SHIM_NAMES) or any(name.rpartition(".")[2] == STOP_GRADIENT for name in names)
+    return bool(names & torch_names.SHIM_NAMES) or any(name.rpartition(".")[2] == torch_names.STOP_GRADIENT
+                                                   for name in names)
 
 
 def source_of(node: ast.AST, limit: int = 40) -> str:
@@ -453,3 +452,76 @@ def _in_order(node: ast.AST):
     yield node
     for child in ast.iter_child_nodes(node):
         yield from _in_order(child)
+
+
+def region_cuts_its_values(model: SemanticModel, region: GradModeChange) -> bool:
+    """Whether a `no_grad` or `set_grad_enabled(False)` region gives out only values that are cut
+    (or that it only reads), as the memory-preserving fix writes it. Forward mode and tracers then
+    compute what reverse mode does, so NG004-NG006 do not report it. An `inference_mode` region
+    never is: its tensors cannot be saved for backward, cut or not."""
+    if region.api == "inference_mode" or not region.disables_grad or isinstance(region.owner, ast.Expr):
+        return False
+    try:
+        check_owner(model, region)
+        check_nesting(model, region.owner.body)
+        analysis = RegionAnalysis(model, region, detach=False)
+        analysis.statements(region.owner.body)
+    except (Refusal, RecursionError):
+        return False
+    return not any(isinstance(action, tuple) for action in analysis.actions)
+
+
+# -- the owner of the region, and regions nested in it ----------------------------------------------
+
+def check_owner(model: SemanticModel, region: GradModeChange) -> None:
+    owner = region.owner
+    if isinstance(owner, ast.Expr):
+        raise Refusal("set_grad_enabled(False) called as a statement: no block to rewrite")
+    if isinstance(owner, ast.AsyncWith):
+        raise Refusal("async with statement")
+    if isinstance(owner, ast.With):
+        item = next(item for item in owner.items if item.context_expr is region.expr)
+        if item.optional_vars is not None:
+            raise Refusal(f"the region is bound to a name: as {source_of(item.optional_vars)}")
+        others = [item.context_expr for item in owner.items]
+    else:
+        if isinstance(owner, ast.AsyncFunctionDef):
+            raise Refusal("async function: the decorator does not cover the body of a coroutine")
+        if owner.decorator_list[-1] is not region.expr:
+            raise Refusal("the decorator is not the innermost one: it also covers the decorators below it")
+        others = owner.decorator_list
+    for expr in others:
+        change = model.change_at(expr)
+        if change is not None and change is not region:
+            raise Refusal(f"another grad-mode change ({change.describe()}) on the same statement")
+
+
+def check_nesting(model: SemanticModel, body: list[ast.stmt]) -> None:
+    """Refuse any grad-mode change inside the region but nested grad-disabling `with` statements
+    directly in its body. Walks statements only: grad-mode changes are `with` items, decorators
+    and statements."""
+    pending = [(body, True)]
+    while pending:
+        statements, directly_in_region = pending.pop()
+        for statement in statements:
+            kind = type(statement)
+            if kind is ast.Expr:
+                change = model.change_at(statement.value)
+                if change is not None:
+                    raise Refusal(f"grad-mode change {change.describe()} nested inside the region")
+                continue
+            exprs = ([item.context_expr for item in statement.items] if kind in (ast.With, ast.AsyncWith)
+                     else getattr(statement, "decorator_list", []))
+            changes = [change for change in map(model.change_at, exprs) if change is not None]
+            transparent = directly_in_region and nested_region_changes(model, statement) is not None
+            if changes and not transparent:
+                raise Refusal(f"grad-mode change {changes[0].describe()} nested inside the region")
+            for block in _blocks(statement):
+                pending.append((block, transparent))
+
+
+def _blocks(statement: ast.stmt) -> list[list[ast.stmt]]:
+    blocks = [getattr(statement, name, None) for name in ("body", "orelse", "finalbody")]
+    blocks += [handler.body for handler in getattr(statement, "handlers", ())]
+    blocks += [case.body for case in getattr(statement, "cases", ())]
+    return [block for block in blocks if isinstance(block, list)]

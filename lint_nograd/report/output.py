@@ -17,8 +17,8 @@ from typing import Any
 from urllib.parse import quote
 
 from lint_nograd import __version__
-from lint_nograd.diagnostics import Diagnostic, Edit, Fix, Related
-from lint_nograd.registry import RULES, Rule
+from lint_nograd.report.diagnostics import Diagnostic, Edit, Fix, Related
+from lint_nograd.report.registry import RULES, Rule
 
 FORMATS = ("full", "concise", "json", "sarif", "github")
 TEXT_FORMATS = ("full", "concise")  # the ones followed by a summary and that may use colour
@@ -26,7 +26,8 @@ TOOL = "lint-nograd"
 FIX_COMMAND = "lint-nograd fix"
 
 # Installed wheels ship the pages inside the package; an editable install reads the repository's.
-_PAGE_FOLDERS = (Path(__file__).parent / "rule_pages", Path(__file__).parent.parent / "rules")
+_PACKAGE = Path(__file__).parent.parent
+_PAGE_FOLDERS = (_PACKAGE / "rule_pages", _PACKAGE.parent / "rules")
 
 
 def rule_page(code: str) -> str | None:

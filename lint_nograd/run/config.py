@@ -5,7 +5,9 @@ In each layer `select` replaces what the layer below chose, `extend-select` adds
 """
 from __future__ import annotations
 
+import keyword
 import os
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -13,11 +15,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lint_nograd.files import is_valid_pattern, match_path, shown_path
-from lint_nograd.fix_settings import stop_gradient_setting_error
-from lint_nograd.registry import RULES
-from lint_nograd.regular_file import read_regular_file
-from lint_nograd.releases import target
+from lint_nograd.analysis import torch_names
+from lint_nograd.analysis.releases import target
+from lint_nograd.report.registry import RULES
+from lint_nograd.run.files import is_valid_pattern, match_path, shown_path
+from lint_nograd.run.regular_file import read_regular_file
 
 if TYPE_CHECKING:
     import pathspec
@@ -30,6 +32,23 @@ else:  # pragma: no cover - exercised on 3.9 and 3.10 only
 TABLE = "lint-nograd"  # read from [tool.lint-nograd]
 STANDALONE = "lint-nograd.toml"  # `--config` may name one: the same settings, at its top level
 DEFAULT_SELECT = frozenset(RULES)
+DEFAULT_STOP_GRADIENT = "lint_nograd.stop_gradient"
+DETACH = "detach"
+
+
+def stop_gradient_setting_error(value: object) -> str | None:
+    """Why a `stop-gradient` setting cannot be used, or None. A helper must be named `stop_gradient`:
+    that is how `check` knows its calls as cuts, in any file and under any alias."""
+    if value == DETACH:
+        return None
+    if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+", value) \
+            or any(keyword.iskeyword(part) for part in value.split(".")):
+        return "must be `detach` or the import path of a function, such as `mypkg.autodiff.stop_gradient`"
+    name = value.rpartition(".")[2]
+    if name != torch_names.STOP_GRADIENT:
+        return (f"names `{name}`: the function must be named `{torch_names.STOP_GRADIENT}`, which is how `check` "
+                "knows its calls as cuts")
+    return None
 
 
 class ConfigError(Exception):

@@ -3,7 +3,7 @@
 Built once per file from its `SemanticModel`: the functions, methods and classes it defines, with
 their grad-disabled regions; what each function calls or passes on; which transforms and tracers
 it applies to what; what its imports bind. No `ast` node survives: names are turned into *refs*,
-which the project (`project.py`) resolves across modules.
+which the project (`project/linking.py`) resolves across modules.
 
 Refs are tuples:
     ("fn", name)          a function of this module, by qualified name (`loss`, `Net.forward`)
@@ -22,10 +22,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-from lint_nograd import api, entry_points
-from lint_nograd.fix_plan import region_cuts_its_values
-from lint_nograd.model import SemanticModel, TableVisitor, inside_comprehension
-from lint_nograd.scopes import Binding, Scope
+from lint_nograd.analysis import entry_points, torch_names
+from lint_nograd.analysis.model import SemanticModel, TableVisitor, inside_comprehension
+from lint_nograd.analysis.region_values import region_cuts_its_values
+from lint_nograd.analysis.scopes import Binding, Scope
 
 Ref = tuple
 MODULE_BODY = ""  # the name under which the module's own code is summarised, like a function's
@@ -375,7 +375,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
     def _decorator_source(self, decorator: ast.expr, target: Ref) -> None:
         call = decorator if isinstance(decorator, ast.Call) else None
         names = self.scopes.qualified_names(call.func if call else decorator, self.scope)
-        if call and names & api.PARTIAL and call.args:  # partial(jacfwd, argnums=1)
+        if call and names & torch_names.PARTIAL and call.args:  # partial(jacfwd, argnums=1)
             names = self.scopes.qualified_names(call.args[0], self.scope)
         entry = entry_points.entry_point(names)
         if entry is not None:
@@ -563,7 +563,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         return sites
 
 
-_WRAPPERS = api.VMAP | api.PARTIAL
+_WRAPPERS = torch_names.VMAP | torch_names.PARTIAL
 _MAY_REFER = frozenset({ast.Name, ast.Attribute, ast.Lambda, ast.Call})  # what `refs` finds anything in
 
 

@@ -12,10 +12,10 @@ import re
 import tokenize
 from collections.abc import Sequence
 
-from lint_nograd.diagnostics import Diagnostic
-from lint_nograd.engine import ParseError, decode
-from lint_nograd.notebook import Notebook, NotebookError
-from lint_nograd.suppression import LINE_NOQA
+from lint_nograd.report.diagnostics import Diagnostic
+from lint_nograd.report.suppression import LINE_NOQA
+from lint_nograd.run.engine import ParseError, decode
+from lint_nograd.run.notebook import Notebook, NotebookError
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # what Python's tokenizer counts as a new line
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lint_nograd.regular_file import read_regular_file
+from lint_nograd.run.regular_file import read_regular_file
 
 if TYPE_CHECKING:
     import pathspec

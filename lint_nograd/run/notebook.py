@@ -17,7 +17,7 @@ import json
 import re
 from dataclasses import dataclass, field, replace
 
-from lint_nograd.diagnostics import Diagnostic, Related
+from lint_nograd.report.diagnostics import Diagnostic, Related
 
 _MARKER = "# lint-nograd: cell {}"
 _MARKER_LINE = re.compile(r"# lint-nograd: cell (\d+)")  # a whole line

@@ -6,6 +6,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Optional
 
+# The cut `check` knows: lint_nograd's, and any function named `stop_gradient` (a project's own helper).
+STOP_GRADIENT = "stop_gradient"
+SHIM_NAMES = frozenset({"lint_nograd.stop_gradient", "lint_nograd.shim.stop_gradient"})
 
 # Grad-mode context managers. `torch.autograd.grad_mode` is where they are defined.
 _GRAD_MODE_MODULES = ("torch", "torch.autograd", "torch.autograd.grad_mode")

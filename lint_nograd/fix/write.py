@@ -13,7 +13,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from lint_nograd.regular_file import read_regular_file
+from lint_nograd.run.regular_file import read_regular_file
 
 
 class WriteError(Exception):

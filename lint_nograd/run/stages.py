@@ -1,7 +1,7 @@
 """A run of `check` over the whole project: which files are read, summarised and linked, in which process,
 and what the cache spares.
 
-1. Every file of the project is known by its text index (`api.TextIndex`): from the cache when its
+1. Every file of the project is known by its text index (`torch_names.TextIndex`): from the cache when its
    status is unchanged, else read (by worker processes when there are many). A file given on the
    command line that some rule can apply to by itself is summarised as it is read.
 2. Summarised too: the files that may apply a transform or tracer and whose imports lead to a file
@@ -20,23 +20,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from lint_nograd import api, engine, runner
-from lint_nograd.cache import Cache, content_key, diagnostics_from_json, diagnostics_to_json, file_status
-from lint_nograd.diagnostics import Diagnostic
-from lint_nograd.fix_settings import FixSettings
-from lint_nograd.project import ModuleEntry, Project, module_name
-from lint_nograd.regular_file import read_regular_file
-from lint_nograd.runner import Job, Outcome
-from lint_nograd.summary import ModuleSummary
-from lint_nograd.workers import Workers, collector_paused
+from lint_nograd.analysis import torch_names
+from lint_nograd.project.linking import ModuleEntry, Project, module_name
+from lint_nograd.project.summary import ModuleSummary
+from lint_nograd.report.diagnostics import Diagnostic
+from lint_nograd.run import engine
+from lint_nograd.run.cache import Cache, content_key, diagnostics_from_json, diagnostics_to_json, file_status
+from lint_nograd.run.jobs import CHUNK_FILES, Fixes, Job, Outcome
+from lint_nograd.run.regular_file import read_regular_file
+from lint_nograd.run.workers import Workers, collector_paused
 
-
-SUMMARY_CHUNK_FILES = 4  # files summarised by a worker at once (a text index is cheaper: runner.CHUNK_FILES)
+SUMMARY_CHUNK_FILES = 4  # files summarised by a worker at once (a text index is cheaper: CHUNK_FILES)
 AHEAD_LEVELS = 2  # how many steps away modules are summarised before linking asks for them
 
 
 def run(jobs: Sequence[Job], project_files: Sequence[tuple[Path, str]], roots: Sequence[Path], workers: int,
-        cache: Cache, fixes: FixSettings, everything: bool = False) -> "Run":
+        cache: Cache, fixes: Fixes | None, everything: bool = False) -> "Run":
     """Stages 1 to 4 above."""
     _CACHE[:] = [cache]
     with collector_paused(), Workers(workers) as pool:
@@ -70,7 +69,7 @@ class ProjectFile:
     is_package: bool
     job: Optional[Job] = None  # the file was given: check it with these rules
     content_key: str = ""
-    index: Optional[api.TextIndex] = None
+    index: Optional[torch_names.TextIndex] = None
     facts: Optional[engine.FileFacts] = None
     summarised: bool = False  # its facts were asked for (they are None when it cannot be read)
 
@@ -124,12 +123,12 @@ class Run:
             if file.job is not None:
                 self._take_facts(file)
         results = self.workers.map(read_file, [f.task for f in unknown],
-                                   lambda path, shown, job: (None, "", None, None, _stopped(shown)), runner.CHUNK_FILES)
+                                   lambda path, shown, job: (None, "", None, None, _stopped(shown)), CHUNK_FILES)
         for file, (status, key, index, facts, error) in zip(unknown, results):
             if error is not None:
                 self._failed(file, error)
                 continue
-            file.content_key, file.index = key, api.TextIndex.from_json(index)
+            file.content_key, file.index = key, torch_names.TextIndex.from_json(index)
             self.cache.record(file.path, status, key)
             if self.cache.folder is not None:
                 self.cache.entry(key)["index"] = index
@@ -337,7 +336,7 @@ class Run:
 
     # -- stage 4: finished findings -----------------------------------------------------------------
 
-    def finish(self, project: Project, fixes: FixSettings) -> None:
+    def finish(self, project: Project, fixes: Fixes | None) -> None:
         given = frozenset(f.module for f in self.files.values() if f.job is not None)
         pending = []
         for file in self.files.values():
@@ -358,7 +357,7 @@ class Run:
             else:
                 self.findings[file.path] += finished
         results = self.workers.map(finish_file, [(*f.task, found, fixes) for f, _, found in pending],
-                                   lambda path, shown, *rest: (None, _stopped(shown)), runner.CHUNK_FILES)
+                                   lambda path, shown, *rest: (None, _stopped(shown)), CHUNK_FILES)
         for (file, key, _), (diagnostics, error) in zip(pending, results):
             if error is not None:
                 self.outcome.errors.append(error)
@@ -386,15 +385,15 @@ def facts_key(job: Job) -> str:
     return f"{job.release}:{','.join(sorted(job.codes))}"
 
 
-def _link_key(job: Job, found: list, fixes: FixSettings) -> str:
+def _link_key(job: Job, found: list, fixes: Fixes | None) -> str:
     """What the finished findings of a file depend on besides its bytes."""
-    return repr((facts_key(job), fixes.cache_key,
+    return repr((facts_key(job), fixes.cache_key if fixes else None,
                  [(index, d.code, d.severity, d.message, d.row, d.col, d.related) for index, d in found]))
 
 
-def _index_from(entry: dict) -> api.TextIndex | None:
+def _index_from(entry: dict) -> torch_names.TextIndex | None:
     try:
-        return api.TextIndex.from_json(entry["index"])
+        return torch_names.TextIndex.from_json(entry["index"])
     except (KeyError, TypeError, ValueError):
         return None
 
@@ -437,7 +436,7 @@ def read_file(path: Path, shown: str, job: Job | None):
         data = _source(path, job)
     except OSError as error:  # removed since it was found, a broken link, a folder, ...
         return None, "", None, None, f"cannot read {shown}: {error.strerror or error}"
-    scan = api.Scan(data)
+    scan = torch_names.Scan(data)
     key, facts, error = content_key(data), None, None
     if job is not None and (codes := local_codes(data, shown, job.codes, scan)) and not _known_facts(key, job):
         facts, error = _facts(data, shown, codes, job.release)
@@ -467,7 +466,7 @@ def file_facts(data: bytes, shown: str, job: Job | None):
     return _facts(data, shown, local_codes(data, shown, job.codes) if job else frozenset(), job.release if job else "")
 
 
-def local_codes(data: bytes, shown: str, codes: frozenset[str], scan: api.Scan | None = None) -> frozenset[str]:
+def local_codes(data: bytes, shown: str, codes: frozenset[str], scan: torch_names.Scan | None = None) -> frozenset[str]:
     """The rules a given file can have a finding of by itself; for a notebook, the cells decide."""
     return codes if shown.endswith(".ipynb") else engine.codes_to_check(data, codes, scan)
 
@@ -481,16 +480,14 @@ def _facts(data: bytes, shown: str, codes: frozenset[str], torch_version: str):
     return (diagnostics_to_json(found.local), found.summary.to_json() if found.summary else None), None
 
 
-def finish_file(path: Path, shown: str, job: Job, found: list, fixes: FixSettings):
+def finish_file(path: Path, shown: str, job: Job, found: list, fixes: Fixes | None):
     """(finished findings, error) of one file."""
-    from lint_nograd import fix  # the fix layer, which loads libcst only to write a fix
-
     try:
         data = _source(path, job)
     except OSError as error:
         return None, f"cannot read {shown}: {error.strerror or error}"
     try:
-        attach_fixes = functools.partial(fix.attach_fixes, settings=fixes)
+        attach_fixes = fixes.attach_fixes if fixes is not None else None
         return diagnostics_to_json(engine.finish(data, shown, job.codes, found, attach_fixes)), None
     except Exception as error:  # a bug with one file must not stop the others
         return None, f"failed to check {shown}: internal error: {type(error).__name__}: {error}"

@@ -1,4 +1,4 @@
-"""The text of a planned rewrite (`fix_plan.RegionPlan`), made by libcst from the region's own lines.
+"""The text of a planned rewrite (`plan.RegionPlan`), made by libcst from the region's own lines.
 
 Only the region's statement is parsed and printed again, so everything around it, and the
 comments and formatting inside it, stay as they were. This is the only module of the fix that
@@ -15,11 +15,11 @@ from collections import Counter
 
 import libcst as cst
 
-from lint_nograd.diagnostics import Edit
-from lint_nograd.fix_plan import SHORT, RegionPlan
-from lint_nograd.fix_spelling import Spelling, first_line
-from lint_nograd.fix_values import KEEP, NESTED, PASS, Refusal
-from lint_nograd.model import GradModeChange
+from lint_nograd.analysis.model import GradModeChange
+from lint_nograd.analysis.region_values import KEEP, NESTED, PASS, Refusal
+from lint_nograd.fix.plan import SHORT, RegionPlan
+from lint_nograd.fix.spelling import Spelling, first_line
+from lint_nograd.report.diagnostics import Edit
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # as the engine splits lines
 _AFTER_STATEMENT = re.compile(r"\s*;?\s*(#.*)?")

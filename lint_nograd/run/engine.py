@@ -3,7 +3,7 @@ and the stages a project run takes each file through: its facts (local findings 
 the findings linking the project gives it, and those findings finished with fixes.
 
 Checking parses with the standard library's `ast`, which is an order of magnitude faster than
-libcst. Fixes are a layer above this one (`lint_nograd.fix`): the command line passes its
+libcst. Fixes are a layer above this one (`lint_nograd.fix.rewrite`): the command line passes its
 `attach_fixes` in, and libcst is loaded only to rewrite regions, where every byte that is not
 rewritten must stay.
 """
@@ -17,8 +17,12 @@ import tokenize
 from dataclasses import dataclass, replace
 from typing import Callable, Optional
 
-from lint_nograd import api, checks, suppression
-from lint_nograd.checks import backward_through_call, shorten
+from lint_nograd import checks
+from lint_nograd.analysis import torch_names
+from lint_nograd.analysis.model import SemanticModel
+from lint_nograd.analysis.releases import behaviour, default_target
+from lint_nograd.checks import backward_through_call
+from lint_nograd.checks.finding import Finding, shorten
 from lint_nograd.checks.region_in_reached_function import (
     RegionFinding,
     call_name,
@@ -26,13 +30,12 @@ from lint_nograd.checks.region_in_reached_function import (
     message_at_reacher,
     message_at_region,
 )
-from lint_nograd.diagnostics import Diagnostic, Related
-from lint_nograd.model import SemanticModel
-from lint_nograd.notebook import Notebook, NotebookError
-from lint_nograd.project import ModuleEntry, Project, Reacher
-from lint_nograd.registry import RULES
-from lint_nograd.releases import behaviour, default_target
-from lint_nograd.summary import ModuleSummary, Span, display_name, span_of, summarise
+from lint_nograd.project.linking import ModuleEntry, Project, Reacher
+from lint_nograd.project.summary import ModuleSummary, Span, display_name, span_of, summarise
+from lint_nograd.report import suppression
+from lint_nograd.report.diagnostics import Diagnostic, Related
+from lint_nograd.report.registry import RULES
+from lint_nograd.run.notebook import Notebook, NotebookError
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # what Python's tokenizer counts as a new line
 
@@ -92,7 +95,7 @@ def parse(data: bytes) -> ParsedFile:
     return ParsedFile(text, tree, encoding)
 
 
-def to_diagnostic(finding: checks.Finding, parsed: ParsedFile, display_path: str) -> Diagnostic:
+def to_diagnostic(finding: Finding, parsed: ParsedFile, display_path: str) -> Diagnostic:
     related = tuple(related_at(span_of(node, parsed.lines), message, display_path)
                     for message, node in finding.related)
     return _at(span_of(finding.node, parsed.lines), finding.code, finding.message, display_path,
@@ -110,10 +113,10 @@ def related_at(span: Span, message: str, path: str) -> Related:
     return Related(message, path, span.row, span.col, span.end_row, span.end_col)
 
 
-def codes_to_check(data: bytes, codes: frozenset[str], scan: api.Scan | None = None) -> frozenset[str]:
+def codes_to_check(data: bytes, codes: frozenset[str], scan: torch_names.Scan | None = None) -> frozenset[str]:
     """The exact gate: the codes that can have a finding in a file with these bytes (`scan`: read
     already). Every finding needs a grad-disabling region, and every rule needs some more words."""
-    scan = scan or api.Scan(data)
+    scan = scan or torch_names.Scan(data)
     return scan.possible_codes(codes) if scan.regions else frozenset()
 
 

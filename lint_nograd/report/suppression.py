@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from typing import Iterable, Optional
 
-from lint_nograd.diagnostics import Diagnostic
+from lint_nograd.report.diagnostics import Diagnostic
 
 _CODES = r"(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?"
 LINE_NOQA = re.compile(r"#\s*noqa" + _CODES, re.IGNORECASE)

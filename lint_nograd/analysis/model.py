@@ -16,8 +16,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from lint_nograd import api
-from lint_nograd.scopes import COMPREHENSION_NODES, FUNCTION_NODES, Scope, Scopes
+from lint_nograd.analysis import torch_names
+from lint_nograd.analysis.scopes import COMPREHENSION_NODES, FUNCTION_NODES, Scope, Scopes
 
 _UNKNOWN = None  # a grad mode we cannot know statically: `set_grad_enabled(flag)`, a function's caller
 
@@ -253,9 +253,9 @@ class SemanticModel:
         if not isinstance(target, (ast.Name, ast.Attribute)):
             return None
         names = self.scopes.qualified_names(target, scope)
-        for api_name, spellings in (("no_grad", api.NO_GRAD), ("enable_grad", api.ENABLE_GRAD),
-                                    ("set_grad_enabled", api.SET_GRAD_ENABLED),
-                                    ("inference_mode", api.INFERENCE_MODE)):
+        for api_name, spellings in (("no_grad", torch_names.NO_GRAD), ("enable_grad", torch_names.ENABLE_GRAD),
+                                    ("set_grad_enabled", torch_names.SET_GRAD_ENABLED),
+                                    ("inference_mode", torch_names.INFERENCE_MODE)):
             if names & spellings:
                 break
         else:
@@ -331,7 +331,7 @@ class SemanticModel:
         for call, scope in self.calls_naming(("backward", "grad")):
             func = call.func
             if (isinstance(func, ast.Attribute) and func.attr == "backward") or \
-                    self.scopes.qualified_names(func, scope) & (api.AUTOGRAD_GRAD | api.AUTOGRAD_BACKWARD):
+                    self.scopes.qualified_names(func, scope) & (torch_names.AUTOGRAD_GRAD | torch_names.AUTOGRAD_BACKWARD):
                 while isinstance(scope.node, (ast.Lambda, *COMPREHENSION_NODES)):
                     scope = scope.parent
                 frames[scope.node] = None
@@ -348,7 +348,7 @@ class SemanticModel:
 
     def _classify_candidates(self) -> None:
         """Resolve the candidates whose last name may be a grad-mode API: only those cost a lookup."""
-        words = self._with_aliases(api.GRAD_MODE_WORDS)
+        words = self._with_aliases(torch_names.GRAD_MODE_WORDS)
         for expr, scope, owner, function, frame_node in self._candidates:
             if _last_name(expr.func if isinstance(expr, ast.Call) else expr) not in words:
                 continue
@@ -598,8 +598,8 @@ class _FrameWalker(TableVisitor):
     def _check_backward(self, call: ast.Call) -> None:
         func = call.func
         names = self.qualified_names(func)
-        if names & (api.AUTOGRAD_GRAD | api.AUTOGRAD_BACKWARD):
-            keyword = "outputs" if names & api.AUTOGRAD_GRAD else "tensors"
+        if names & (torch_names.AUTOGRAD_GRAD | torch_names.AUTOGRAD_BACKWARD):
+            keyword = "outputs" if names & torch_names.AUTOGRAD_GRAD else "tensors"
             first = call.args[0] if call.args else next(
                 (k.value for k in call.keywords if k.arg == keyword), None)
             outputs = list(first.elts) if isinstance(first, (ast.Tuple, ast.List)) else [first]
@@ -645,12 +645,12 @@ class _FrameWalker(TableVisitor):
                 callee, scope = binding.value, binding.scope
             elif isinstance(callee, ast.Call):
                 names = self.scopes.qualified_names(callee.func, scope)
-                transform = api.transform_name(names)
-                if transform in api.IMMEDIATE_TRANSFORMS:
+                transform = torch_names.transform_name(names)
+                if transform in torch_names.IMMEDIATE_TRANSFORMS:
                     return None
                 if transform:
                     return TransformApplication(transform, callee, at, self._frame.state, alias)
-                if not (names & api.VMAP and callee.args):
+                if not (names & torch_names.VMAP and callee.args):
                     return None
                 callee = callee.args[0]  # vmap itself does not differentiate: look inside it
             else:
@@ -658,8 +658,8 @@ class _FrameWalker(TableVisitor):
         return None
 
     def visit_Call(self, node: ast.Call) -> None:
-        transform = api.transform_name(self.qualified_names(node.func))
-        if transform in api.IMMEDIATE_TRANSFORMS:
+        transform = torch_names.transform_name(self.qualified_names(node.func))
+        if transform in torch_names.IMMEDIATE_TRANSFORMS:
             self.model.applications.append(TransformApplication(transform, node, node, self._frame.state))
         applied = self._applied_transform(node.func, node)
         if applied is not None:

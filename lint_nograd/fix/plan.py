@@ -1,8 +1,8 @@
 """What `lint-nograd fix` may rewrite in a grad-disabled region, in which form, and how safely.
 
-Decided on the `ast` alone: `check` imports this module (never libcst) to know which regions are
-cut already, and `fix_edit` turns a plan into text. `fix_values` decides what each statement and
-value of a region becomes, `fix_spelling` how the file names the cut. One rule picks the form
+Decided on the `ast` alone; `edit` turns a plan into text. `analysis.region_values` decides what
+each statement and value of a region becomes (and tells `check` which regions are cut already),
+`spelling` how the file names the cut. One rule picks the form
 (`choose_form`), from the calls the region makes:
 
 - the short form, when every call the region makes is a light operation (`tensor_ops`:
@@ -35,11 +35,11 @@ import ast
 import weakref
 from dataclasses import dataclass, field
 
-from lint_nograd import api, tensor_ops
-from lint_nograd.fix_settings import SAFE, UNSAFE
-from lint_nograd.fix_values import Action, Refusal, RegionAnalysis, nested_region_changes, source_of
-from lint_nograd.model import GradModeChange, SemanticModel
-from lint_nograd.scopes import Binding
+from lint_nograd.analysis import tensor_ops, torch_names
+from lint_nograd.analysis.model import GradModeChange, SemanticModel
+from lint_nograd.analysis.region_values import Action, Refusal, RegionAnalysis, check_nesting, check_owner
+from lint_nograd.analysis.scopes import Binding
+from lint_nograd.fix.settings import SAFE, UNSAFE
 
 SHORT, KEPT = "short", "kept"
 
@@ -86,8 +86,8 @@ def applicability(calls: list[tuple[str, str]]) -> str:
 
 def plan_region(model: SemanticModel, region: GradModeChange, detach: bool = False) -> RegionPlan:
     """The plan for a region, or `Refusal`. `detach`: the cut is `.detach()`, which needs a single tensor."""
-    _check_owner(model, region)
-    _check_nesting(model, region.owner.body)
+    check_owner(model, region)
+    check_nesting(model, region.owner.body)
     analysis = RegionAnalysis(model, region, detach)
     analysis.statements(region.owner.body)
     form = choose_form(analysis.calls)
@@ -97,75 +97,6 @@ def plan_region(model: SemanticModel, region: GradModeChange, detach: bool = Fal
             if change.api == "inference_mode":
                 plan.no_grad_for[ast.dump(change.expr)] = _no_grad_text(model, change)
     return plan
-
-
-def region_cuts_its_values(model: SemanticModel, region: GradModeChange) -> bool:
-    """Whether a `no_grad` or `set_grad_enabled(False)` region gives out only values that are cut
-    (or that it only reads), as the memory-preserving fix writes it. Forward mode and tracers then
-    compute what reverse mode does, so NG004-NG006 do not report it. An `inference_mode` region
-    never is: its tensors cannot be saved for backward, cut or not."""
-    if region.api == "inference_mode" or not region.disables_grad or isinstance(region.owner, ast.Expr):
-        return False
-    try:
-        return not plan_region(model, region).wraps
-    except (Refusal, RecursionError):
-        return False
-
-
-# -- the owner of the region, and regions nested in it ----------------------------------------------
-
-def _check_owner(model: SemanticModel, region: GradModeChange) -> None:
-    owner = region.owner
-    if isinstance(owner, ast.Expr):
-        raise Refusal("set_grad_enabled(False) called as a statement: no block to rewrite")
-    if isinstance(owner, ast.AsyncWith):
-        raise Refusal("async with statement")
-    if isinstance(owner, ast.With):
-        item = next(item for item in owner.items if item.context_expr is region.expr)
-        if item.optional_vars is not None:
-            raise Refusal(f"the region is bound to a name: as {source_of(item.optional_vars)}")
-        others = [item.context_expr for item in owner.items]
-    else:
-        if isinstance(owner, ast.AsyncFunctionDef):
-            raise Refusal("async function: the decorator does not cover the body of a coroutine")
-        if owner.decorator_list[-1] is not region.expr:
-            raise Refusal("the decorator is not the innermost one: it also covers the decorators below it")
-        others = owner.decorator_list
-    for expr in others:
-        change = model.change_at(expr)
-        if change is not None and change is not region:
-            raise Refusal(f"another grad-mode change ({change.describe()}) on the same statement")
-
-
-def _check_nesting(model: SemanticModel, body: list[ast.stmt]) -> None:
-    """Refuse any grad-mode change inside the region but nested grad-disabling `with` statements
-    directly in its body. Walks statements only: grad-mode changes are `with` items, decorators
-    and statements."""
-    pending = [(body, True)]
-    while pending:
-        statements, directly_in_region = pending.pop()
-        for statement in statements:
-            kind = type(statement)
-            if kind is ast.Expr:
-                change = model.change_at(statement.value)
-                if change is not None:
-                    raise Refusal(f"grad-mode change {change.describe()} nested inside the region")
-                continue
-            exprs = ([item.context_expr for item in statement.items] if kind in (ast.With, ast.AsyncWith)
-                     else getattr(statement, "decorator_list", []))
-            changes = [change for change in map(model.change_at, exprs) if change is not None]
-            transparent = directly_in_region and nested_region_changes(model, statement) is not None
-            if changes and not transparent:
-                raise Refusal(f"grad-mode change {changes[0].describe()} nested inside the region")
-            for block in _blocks(statement):
-                pending.append((block, transparent))
-
-
-def _blocks(statement: ast.stmt) -> list[list[ast.stmt]]:
-    blocks = [getattr(statement, name, None) for name in ("body", "orelse", "finalbody")]
-    blocks += [handler.body for handler in getattr(statement, "handlers", ())]
-    blocks += [case.body for case in getattr(statement, "cases", ())]
-    return [block for block in blocks if isinstance(block, list)]
 
 
 def _no_grad_text(model: SemanticModel, change: GradModeChange) -> str:
@@ -189,7 +120,7 @@ def _no_grad_names(model: SemanticModel) -> list[tuple[str, str, list[Binding]]]
         found = []
         for name, bindings in model.scopes.module.bindings.items():
             imported = bindings[0].imported if len(bindings) == 1 else None
-            if imported in api.NO_GRAD:
+            if imported in torch_names.NO_GRAD:
                 found.append((name, f"{name}()", bindings))
             elif imported == "torch":
                 found.append((name, f"{name}.no_grad()", bindings))

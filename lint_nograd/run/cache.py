@@ -25,10 +25,10 @@ import time
 from dataclasses import fields
 from pathlib import Path
 
-from lint_nograd.diagnostics import Diagnostic, Edit, Fix, Related
-from lint_nograd.files import shown_path
-from lint_nograd.regular_file import read_regular_file
-from lint_nograd.registry import RULES
+from lint_nograd.report.diagnostics import Diagnostic, Edit, Fix, Related
+from lint_nograd.report.registry import RULES
+from lint_nograd.run.files import shown_path
+from lint_nograd.run.regular_file import read_regular_file
 
 FOLDER_NAME = ".lint_nograd_cache"
 _FILE_NAME = "findings.json"
@@ -51,7 +51,7 @@ def _tool_fingerprint() -> bytes:
     """The version, and every source file of the package: an edited checkout is a new version."""
     from lint_nograd import __version__
 
-    package = Path(__file__).parent
+    package = Path(__file__).parent.parent
     parts = [__version__]
     for source in sorted(package.rglob("*.py")):
         status = source.stat()

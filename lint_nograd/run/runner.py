@@ -5,7 +5,7 @@ same files with the same options looks at their status only: an unchanged projec
 once. A file changed since is read again; when linking reads it as before (the same text index, and
 the same summary or the same answers to the name searches made of it), linking would give what it
 gave, and only that file's own findings are made again. Otherwise, or past a few such files, the
-whole project is run (`project_run`, which the cache spares most of the work of).
+whole project is run (`stages`, which the cache spares most of the work of).
 """
 from __future__ import annotations
 
@@ -17,46 +17,26 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lint_nograd.cache import (RACY_NS, Cache, FileStatus, content_key, diagnostics_from_json, diagnostics_to_json,
-                               file_status)
-from lint_nograd.diagnostics import Diagnostic
-from lint_nograd.fix_settings import FixSettings
-from lint_nograd.regular_file import read_regular_file
-from lint_nograd.releases import default_target
+from lint_nograd.run.cache import (
+    RACY_NS,
+    Cache,
+    FileStatus,
+    content_key,
+    diagnostics_from_json,
+    diagnostics_to_json,
+    file_status,
+)
+from lint_nograd.run.jobs import CHUNK_FILES, Fixes, Job, Outcome
+from lint_nograd.run.regular_file import read_regular_file
 
 if TYPE_CHECKING:
-    from lint_nograd.engine import Reach
-    from lint_nograd.project_run import Run
-
-# Files a worker gets at once: few enough to balance the load, enough to cut messages. With fewer
-# than two such chunks of work, starting worker processes costs more than doing it in this one.
-CHUNK_FILES = 32
-PARALLEL_MIN_FILES = CHUNK_FILES
-
-
-@dataclass(frozen=True)
-class Job:
-    path: Path
-    display_path: str
-    codes: frozenset[str]
-    data: bytes | None = None  # the source, when it comes from standard input
-    torch_version: str = ""  # the torch release the findings are for, "2.13" ("": the default)
-
-    @property
-    def release(self) -> str:
-        return self.torch_version or default_target()
-
-
-@dataclass
-class Outcome:
-    diagnostics: list[Diagnostic] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-
+    from lint_nograd.run.engine import Reach
+    from lint_nograd.run.stages import Run
 
 def check(jobs: Sequence[Job], project_files: Sequence[tuple[Path, str]], roots: Sequence[Path], workers: int,
-          cache: Cache, fixes: FixSettings = FixSettings(), everything: bool = False) -> Outcome:
+          cache: Cache, fixes: Fixes | None = None, everything: bool = False) -> Outcome:
     """Check the files of `jobs` as part of the project made of `project_files` (path, shown); the
-    fixable findings get the fixes `fixes` makes. `everything` summarises every file, not only those
+    fixable findings get the fixes `fixes` makes (none: no fixes). `everything` summarises every file, not only those
     that can matter (tests compare the two)."""
     key = _run_key(jobs, project_files, roots, fixes, everything) if cache.folder is not None else None
     statuses = {path: file_status(path) for path in {*(p for p, _ in project_files), *(j.path for j in jobs)}}
@@ -66,9 +46,9 @@ def check(jobs: Sequence[Job], project_files: Sequence[tuple[Path, str]], roots:
     except (KeyError, TypeError, ValueError, AttributeError):  # written otherwise: run the project again
         again = None
     if again is None:
-        from lint_nograd import project_run  # the analysis itself: an unchanged project needs none of it
+        from lint_nograd.run import stages  # the analysis itself: an unchanged project needs none of it
 
-        run = project_run.run(jobs, project_files, roots, workers, cache, fixes, everything)
+        run = stages.run(jobs, project_files, roots, workers, cache, fixes, everything)
         outcome, last = run.outcome, LastRun.of(run) if key else None
     else:
         outcome = again[0]
@@ -90,9 +70,9 @@ def reach(jobs: Sequence[Job], project_files: Sequence[tuple[Path, str]], roots:
           cache: Cache) -> tuple[dict[Path, Reach], list[str]]:
     """For each file of `jobs`, what reaches each of its functions in the whole project (for `fix`),
     and the errors met."""
-    from lint_nograd import project_run
+    from lint_nograd.run import stages
 
-    return project_run.reach(jobs, project_files, roots, workers, cache)
+    return stages.reach(jobs, project_files, roots, workers, cache)
 
 
 # -- the last run: what it found, and what linking read of each file --------------------------------
@@ -132,7 +112,7 @@ class LastRun:
         return last
 
     def again(self, statuses: dict[Path, FileStatus | None], jobs: Sequence[Job],
-              project_files: Sequence[tuple[Path, str]], fixes: FixSettings,
+              project_files: Sequence[tuple[Path, str]], fixes: Fixes | None,
               cache: Cache) -> tuple[Outcome, bool] | None:
         """The outcome of a run over the files with these statuses, and whether any was read again; None
         when the whole project must be run again (what was learned of the files read is in `cache` then)."""
@@ -161,12 +141,12 @@ class LastRun:
             outcome.diagnostics += findings
         return outcome, bool(changed)
 
-    def _read_again(self, path: Path, shown: str, job: Job | None, status: FileStatus | None, fixes: FixSettings,
+    def _read_again(self, path: Path, shown: str, job: Job | None, status: FileStatus | None, fixes: Fixes | None,
                     learned: list) -> bool:
         """Take in a file changed since: False when linking may read it differently. What is learned
         of its bytes (a cache entry) is added to `learned`."""
-        from lint_nograd.api import Scan
-        from lint_nograd.project_run import facts_key, file_facts, finish_file, local_codes, mentions_any
+        from lint_nograd.analysis.torch_names import Scan
+        from lint_nograd.run.stages import facts_key, file_facts, finish_file, local_codes, mentions_any
 
         key, index, summary, mentions = self.files[str(path)]
         try:
@@ -209,14 +189,14 @@ class LastRun:
 
 
 def _run_key(jobs: Sequence[Job], project_files: Sequence[tuple[Path, str]], roots: Sequence[Path],
-             fixes: FixSettings, everything: bool) -> str | None:
+             fixes: Fixes | None, everything: bool) -> str | None:
     """What a run's findings depend on besides the files' bytes; None when there is no file to compare
     (standard input)."""
     if any(job.data is not None for job in jobs):
         return None
     return content_key(repr((sorted((str(j.path), j.display_path, sorted(j.codes), j.release) for j in jobs),
                              sorted((str(path), shown) for path, shown in project_files), [str(r) for r in roots],
-                             fixes.cache_key, everything)).encode())
+                             fixes.cache_key if fixes else None, everything)).encode())
 
 
 def _hash(value: object) -> str:

@@ -1,7 +1,7 @@
 """The whole project: module names from the import roots, the summaries of its files linked into
 one call graph, and the reach of every transform and tracer over it.
 
-Linking is a pure step over summaries (`summary.py`): refs are resolved to values (a function,
+Linking is a pure step over summaries (`summary`): refs are resolved to values (a function,
 a class, an instance, a module, or a name outside the project), helpers' parameters are solved
 to a fixpoint, and reach is a worklist over functions in which each function is visited once per
 mode, keeping the first reaching call for the message. Both are linear in the size of the call
@@ -12,14 +12,23 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import chain
 from dataclasses import dataclass, replace
+from itertools import chain
 from pathlib import Path, PurePath
 from typing import Optional
 
-from lint_nograd import entry_points
-from lint_nograd.entry_points import DROPS, FORWARD, REVERSE
-from lint_nograd.summary import MODULE_BODY, BackwardSite, Function, ModuleSummary, Ref, Region, Span, display_name
+from lint_nograd.analysis import entry_points
+from lint_nograd.analysis.entry_points import DROPS, FORWARD, REVERSE
+from lint_nograd.project.summary import (
+    MODULE_BODY,
+    BackwardSite,
+    Function,
+    ModuleSummary,
+    Ref,
+    Region,
+    Span,
+    display_name,
+)
 
 Value = tuple  # ("F", module, function, bound) ("C", module, class) ("I", module, class) ("M", module)
 #               ("X", qualified name) ("XI", qualified class name) ("W", value) ("P", module, function, parameter)

@@ -3,8 +3,8 @@
     with torch.no_grad():                 ->    shift = stop_gradient(x.mean())
         shift = x.mean()
 
-The fix is a layer of its own, above the engine: `fix_plan` decides what a region becomes and
-whether that is safe (on the `ast`, with `fix_values` and `fix_spelling`), `fix_edit` writes it
+The fix is a layer of its own, above the engine: `plan` decides what a region becomes and
+whether that is safe (on the `ast`, with `analysis.region_values` and `spelling`), `edit` writes it
 with libcst (loaded only when a region is rewritten), and this module runs them over a file. The
 engine does not import it: the command line hands `attach_fixes` to `engine.check_source`.
 
@@ -22,15 +22,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
-from lint_nograd import engine
-from lint_nograd.diagnostics import Diagnostic, Edit, Fix
-from lint_nograd.engine import ParsedFile, ParseError, decode
-from lint_nograd.fix_plan import SHORT, RegionPlan, plan_region
-from lint_nograd.fix_settings import UNSAFE, FixSettings
-from lint_nograd.fix_spelling import Spelling, find_spelling, import_edit, line_starts, shadowed
-from lint_nograd.fix_values import Refusal
-from lint_nograd.model import GradModeChange, SemanticModel
-from lint_nograd.notebook import Notebook, NotebookError
+from lint_nograd.analysis.model import GradModeChange, SemanticModel
+from lint_nograd.analysis.region_values import Refusal
+from lint_nograd.fix.plan import SHORT, RegionPlan, plan_region
+from lint_nograd.fix.settings import UNSAFE, FixSettings
+from lint_nograd.fix.spelling import Spelling, find_spelling, import_edit, line_starts, shadowed
+from lint_nograd.report.diagnostics import Diagnostic, Edit, Fix
+from lint_nograd.run import engine
+from lint_nograd.run.engine import ParsedFile, ParseError, decode
+from lint_nograd.run.notebook import Notebook, NotebookError
 
 __all__ = ["FIXABLE_CODES", "FixResult", "FixSettings", "FixedRegion", "apply_edits", "attach_fixes",
            "check_with_fixes", "fix_source", "fix_text", "plan_fixes", "region_of"]
@@ -117,7 +117,7 @@ class _File:
             if shadowed(self.model, region, spelling):
                 raise Refusal(f"{spelling.root} means something else in {getattr(region.function, 'name', '')}")
             plan = plan_region(self.model, region, self.settings.detach)
-            from lint_nograd.fix_edit import region_edit  # loads libcst: only once a region is rewritten
+            from lint_nograd.fix.edit import region_edit  # loads libcst: only once a region is rewritten
 
             edit = region_edit(self.parsed.text, self.parsed.lines, self.line_starts, plan, spelling,
                                self.keep_valid(region.owner))
