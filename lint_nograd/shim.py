@@ -101,8 +101,11 @@ def _cut(value: Any, strict: bool, depth: int) -> Any:
     if isinstance(value, _ATOMS):
         return value
     if isinstance(value, Proxy):
-        # an fx.Proxy is not a Tensor and its dtype is unknown: record the detach (pytorch issue 62043)
-        return value.detach()
+        # an fx.Proxy is not a Tensor, and may stand for a tensor, a tuple (`x.max(0)`) or anything
+        # else: record the cut itself, to run on the real value (pytorch issue 62043)
+        if _gives_one_tensor(value.node):
+            return value.detach()  # a node every consumer of fx graphs knows, jit.script included
+        return value.tracer.create_proxy("call_function", stop_gradient, (value,), {})
     if depth >= MAX_DEPTH:
         raise ValueError(
             f"stop_gradient: the value nests containers more than {MAX_DEPTH} levels deep "
@@ -141,6 +144,26 @@ def _cut(value: Any, strict: bool, depth: int) -> Any:
     if _is_numpy(value) or not strict:
         return value  # a numpy array holds no autograd state
     raise _ForeignValue(value)
+
+
+def _gives_one_tensor(node: torch.fx.Node) -> bool:
+    """Whether an fx node calls an ATen operator every overload of which returns one tensor
+    (`x.mean()`, `torch.tanh`), by torch's own schemas; `x.max(0)` may return a tuple."""
+    if node.op == "call_method":
+        name = node.target
+    elif node.op == "call_function":
+        name = getattr(node.target, "__name__", "")
+    else:
+        return False  # an input, or a submodule's output: anything
+    return _returns_one_tensor(name)
+
+
+@functools.lru_cache(maxsize=None)
+def _returns_one_tensor(name: str) -> bool:
+    schemas = torch._C._jit_get_schemas_for_operator(f"aten::{name}")
+    return bool(schemas) and all(
+        len(schema.returns) == 1 and str(schema.returns[0].type) == "Tensor" for schema in schemas
+    )
 
 
 def _same(items, originals) -> bool:
@@ -235,8 +258,10 @@ def stop_gradient(value: _T) -> _T:
     (no copy). Integer and bool tensors, numbers, strings, None, functions, classes, torch
     dtypes and devices and numpy values are returned as they are.
 
-    Every tracer records the cut: `torch.fx.symbolic_trace` (a `Proxy` is detached too),
-    `torch.jit.trace`, `torch.compile`, `torch.export` and `make_fx`. Where `make_fx` would
+    Every tracer records the cut: `torch.fx.symbolic_trace` (a `Proxy` is detached when torch's
+    schemas say its op gives one tensor, else the graph calls `stop_gradient` on the real value,
+    so `stop_gradient(x.max(0))` traces), `torch.jit.trace` (the same graph with grad mode on or
+    off, as its check needs), `torch.compile`, `torch.export` and `make_fx`. Where `make_fx` would
     record `detach` as a plain alias (its default on torch 2.14, pytorch PR 186845, or a
     decomposition table that decomposes `detach`), the cut is the opaque operator
     `torch.ops.lint_nograd.stop_gradient`, which has the same value and no derivative in either
@@ -252,9 +277,11 @@ def stop_gradient(value: _T) -> _T:
     """
     # one tensor outside make_fx is the common case: straight to detach
     if type(value) is _Tensor and _proxy_tensor._CURRENT_MAKE_FX_TRACER is None:
-        if value.requires_grad:  # floating or complex, then: the usual case, one check
+        # one detach, on one line, whatever the grad mode: `jit.trace` checks its graph by running
+        # the function again under no_grad, and a detach from another line is another graph
+        if value.requires_grad or value.is_floating_point() or value.is_complex():
             return value.detach()
-        return value.detach() if value.is_floating_point() or value.is_complex() else value
+        return value
     try:
         return _cut(value, strict=True, depth=0)
     except _ForeignValue as foreign:

@@ -28,6 +28,7 @@ RELEASE = behaviour(torch.__version__)
 pytestmark = [
     pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning"),
     pytest.mark.filterwarnings("ignore:Attempted to insert a get_attr Node:UserWarning"),
+    pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning"),
 ]
 
 X = torch.tensor(1.5, dtype=torch.float64)
@@ -188,12 +189,82 @@ def gradient(function, x):
 XV = torch.tensor([1.0, 2.0, 4.0], dtype=torch.float64)
 
 
+def fx_cuts(traced) -> list:
+    return [node.target for node in traced.graph.nodes if node.target in ("detach", stop_gradient)]
+
+
 @pytest.mark.parametrize("function", [g, g_tree], ids=["tensor", "pytree"])
 def test_fx_symbolic_trace_records_the_cut(function):
     traced = torch.fx.symbolic_trace(function)
     # a Proxy is not a Tensor: a cut that only looked for tensors would record nothing
-    assert any(node.target == "detach" for node in traced.graph.nodes)
+    assert fx_cuts(traced)
     torch.testing.assert_close(gradient(traced, XV), gradient(function, XV))
+
+
+def test_fx_records_detach_where_the_op_gives_one_tensor_and_jit_script_compiles_it():
+    traced = torch.fx.symbolic_trace(g)  # x.mean(): one tensor by every schema of aten::mean
+    assert fx_cuts(traced) == ["detach"]
+    scripted = torch.jit.script(traced)
+    torch.testing.assert_close(gradient(scripted, XV), gradient(g, XV))
+
+
+XM = torch.tensor([[1.0, -2.0, 0.5], [3.0, 0.25, -1.0]], dtype=torch.float64)
+# ops that give a tuple or a list: `.detach()` on their Proxy would fail when the graph runs
+TUPLE_RETURNING = {
+    "max": lambda x: stop_gradient(x.max(0)).values * x,
+    "max-unpacked": lambda x: x * stop_gradient(x.max(0))[0],
+    "min-keyword": lambda x: x * stop_gradient(torch.min(x, dim=1, keepdim=True)).values,
+    "sort": lambda x: x * stop_gradient(torch.sort(x, 1))[0],
+    "split": lambda x: x[:, :2] * stop_gradient(x.split(2, 1))[0],
+    "topk": lambda x: x[:, :2] * stop_gradient(x.topk(2)).values,
+    "chunk": lambda x: x * stop_gradient(torch.chunk(x, 2))[1],
+    "unbind": lambda x: x * stop_gradient(x.unbind(0))[0],
+    "shape-arithmetic": lambda x: x * stop_gradient(x.shape[0] * 2),  # a number at run time
+}
+
+
+@pytest.mark.parametrize("function", TUPLE_RETURNING.values(), ids=TUPLE_RETURNING)
+def test_fx_cuts_what_a_tuple_returning_op_gives(function):
+    traced = torch.fx.symbolic_trace(function)
+    assert fx_cuts(traced)
+    torch.testing.assert_close(traced(XM), function(XM))
+    torch.testing.assert_close(gradient(traced, XM), gradient(function, XM))
+    # the traced graph, traced again: the cut runs on the real value
+    retraced = make_fx(traced)(XM)
+    torch.testing.assert_close(gradient(retraced, XM), gradient(function, XM))
+    jit_traced = torch.jit.trace(traced, XM.clone().requires_grad_())
+    torch.testing.assert_close(gradient(jit_traced, XM), gradient(function, XM))
+
+
+def f_scaled(x):
+    return x * stop_gradient(x.mean())
+
+
+class Scaled(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(3, 3, dtype=torch.float64)
+
+    def forward(self, x):
+        y = self.linear(x)
+        return y * stop_gradient(y.sum()) + stop_gradient((y.max(0), y))[1]
+
+
+@pytest.mark.parametrize("requires_grad", [True, False])
+@pytest.mark.parametrize("make", [lambda: f_scaled, Scaled], ids=["function", "module-with-parameters"])
+def test_jit_trace_with_its_check_records_one_graph_in_either_grad_mode(make, requires_grad):
+    # jit.trace's check runs the function again under no_grad and compares the graphs
+    function = make()
+    x = XM.clone().requires_grad_(requires_grad)
+    traced = torch.jit.trace(function, x)  # check_trace=True, the default
+    assert "aten::detach" in str(traced.graph)
+    torch.testing.assert_close(traced(XM), function(XM))
+    torch.testing.assert_close(gradient(traced, XM), gradient(function, XM))
+    if isinstance(function, torch.nn.Module):
+        for mine, theirs in zip(traced.parameters(), function.parameters()):
+            (a,) = torch.autograd.grad(traced(XM).sum(), mine)
+            (b,) = torch.autograd.grad(function(XM).sum(), theirs)
+            torch.testing.assert_close(a, b)
 
 
 def test_jit_trace_records_the_cut():
