@@ -12,14 +12,14 @@ import difflib
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
 
 from lint_nograd import __version__
 from lint_nograd.analysis.releases import default_target, target
 from lint_nograd.fix.fixer import Fixer
-from lint_nograd.fix.settings import FixSettings
+from lint_nograd.fix.settings import FixSettings, first_party_modules
 from lint_nograd.fix.write import WriteError, replace_file, write_file
 from lint_nograd.report import output
 from lint_nograd.report.diagnostics import Diagnostic
@@ -227,6 +227,7 @@ def plan_jobs(options: argparse.Namespace, cwd: Path | None = None) -> Plan:
     # the project the given files belong to: its other files are read for what they define and call
     root = project_root(config, [] if options.stdin_filename else given, cwd, options.isolated)
     plan.import_roots = [Path(os.path.normpath(root / src)) for src in config.src]
+    plan.fixes = replace(plan.fixes, first_party=first_party_modules(root, plan.import_roots))
     if [Path(os.path.abspath(cwd / path)) for path in given] == [root]:
         plan.project_files = list(found.files)
     else:

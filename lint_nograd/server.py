@@ -25,7 +25,7 @@ from pygls.uris import from_fs_path, to_fs_path
 from lint_nograd import __version__
 from lint_nograd.fix import noqa, rewrite
 from lint_nograd.fix.fixer import Fixer
-from lint_nograd.fix.settings import FixSettings
+from lint_nograd.fix.settings import FixSettings, first_party_modules
 from lint_nograd.report import output
 from lint_nograd.report.diagnostics import Diagnostic, Edit
 from lint_nograd.run import runner
@@ -65,6 +65,7 @@ class Project:
                                  unsafe_fixes=bool(config.unsafe_fixes))
         self.patterns = compile_patterns([*exclude, *config.extend_exclude])
         self.import_roots = [Path(os.path.normpath(root / src)) for src in config.src]
+        self.fixes = replace(self.fixes, first_party=first_party_modules(root, self.import_roots))
         self.cache = EditorCache((root / FOLDER_NAME).absolute())
         self._files: list[tuple[Path, str]] | None = None
 

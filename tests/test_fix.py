@@ -168,7 +168,7 @@ def test_plan_fixes_gives_fixes_and_reasons():
     assert first.message == "Replace the `no_grad` region with `stop_gradient(...)`"
     assert first.edits[0] == Edit("    s = stop_gradient(x.mean())\n", 6, 1, 8, 1)
     # every fix of the file carries the same import edit, which applies once
-    assert first.edits[1] == third.edits[1] == Edit("from lint_nograd import stop_gradient\n", 3, 1, 3, 1)
+    assert first.edits[1] == third.edits[1] == Edit("from lint_nograd import stop_gradient\n", 2, 1, 2, 1)
     both = apply_edits(SOURCE, [*first.edits, *third.edits])
     assert both.count("from lint_nograd import stop_gradient") == 1
     assert both == fix(SOURCE)
@@ -229,7 +229,7 @@ def test_last_line_without_a_line_break():
 
 
 HEADER = ["import torch", "from torch.func import jacfwd"]
-FIXED_HEADER = [*HEADER, "from lint_nograd import stop_gradient"]
+FIXED_HEADER = ["import torch", "from lint_nograd import stop_gradient", "from torch.func import jacfwd"]
 EDGE_CASES = {  # name: (lines, lines once fixed, line break, whether the file ends with one)
     "region at the end of the file": (
         [*HEADER, "jacfwd(f)", "def f(x):", "    with torch.no_grad():", "        return x.min()"],
@@ -263,7 +263,7 @@ def test_only_imports_at_the_end_of_a_file_without_a_line_break():
     source = ("import torch\nfrom torch.func import jacfwd\ndef f(x):\n    with torch.no_grad():\n"
               "        s = x.mean()\n    return x - s\njacfwd(f)")
     got = fix(source)
-    assert got.startswith("import torch\nfrom torch.func import jacfwd\nfrom lint_nograd import stop_gradient\n")
+    assert got.startswith("import torch\nfrom lint_nograd import stop_gradient\nfrom torch.func import jacfwd\n")
     only_imports = "import torch"
     assert fix(only_imports) == only_imports
 

@@ -34,15 +34,15 @@ _PARAMETER = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
 _AUTOGRAD_STATE = frozenset({"requires_grad", "grad_fn", "is_leaf", "_version"})
 _AUTOGRAD_STATE_METHODS = frozenset({"is_inference"})
 # Attributes that compute a view of a tensor (no graph under no_grad), and ones that hold no tensor at all.
-_VIEW_ATTRIBUTES = frozenset({"T", "mT", "H", "mH", "real", "imag"})
+_VIEW_ATTRIBUTES = frozenset({"T", "mT", "H", "mH", "imag"})
 _PLAIN_ATTRIBUTES = frozenset({"shape", "dtype", "device", "ndim", "layout", "is_cuda", "names"})
-# Calls that may hand back their argument itself: `x.float()` is `x` when it is float already.
-_PASS_THROUGH_METHODS = frozenset({
-    "to", "cuda", "cpu", "float", "double", "half", "bfloat16", "int", "long", "short", "bool", "byte",
-    "char", "type", "type_as", "contiguous", "get", "pop", "setdefault", "popitem", "__getitem__",
-})
+# Calls that may hand back their argument itself: `x.float()` is `x` when it is float already,
+# `x.flatten()` when it is 1-D (`tensor_ops.IDENTITY_NAMES`), `d.get(k)` an element of `d`.
+_PASS_THROUGH_METHODS = tensor_ops.IDENTITY_NAMES | frozenset({
+    "get", "pop", "setdefault", "popitem", "__getitem__"})
 _PASS_THROUGH_FUNCTIONS = frozenset({"getattr", "next", "iter", "min", "max"})
-_PASS_THROUGH_QUALIFIED = frozenset({"torch.as_tensor", "torch.asarray", "copy.copy"})
+_PASS_THROUGH_QUALIFIED = frozenset({"copy.copy"} | {f"{module}.{name}" for name in tensor_ops.IDENTITY_NAMES
+                                                      for module in ("torch", "torch.Tensor")})
 _IN_PLACE = re.compile(r"[A-Za-z0-9]\w*_")  # `add_`, `relu_`; not `_private` or `__dunder__`
 
 # How a value relates to gradients, in the region as written.
@@ -312,6 +312,8 @@ class RegionAnalysis:
             base = self.kind(expr.value)
             if base in (_CUT, _AMBIGUOUS, _COMPUTED):
                 return base
+            if expr.attr in tensor_ops.IDENTITY_ATTRIBUTES:
+                return _passed_through(base)
             return _COMPUTED if expr.attr in _VIEW_ATTRIBUTES else _READ
         if isinstance(expr, ast.Subscript):
             base = self.kind(expr.value)
@@ -319,6 +321,8 @@ class RegionAnalysis:
             return _AMBIGUOUS if base == _READ else base
         if isinstance(expr, ast.Call):
             return self._call_kind(expr)
+        if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.UAdd) and self.maybe_tensor(expr):
+            return _passed_through(self.kind(expr.operand))  # `+x` is `x` itself
         if isinstance(expr, (ast.UnaryOp, ast.BinOp)):  # arithmetic on plain numbers gives a plain number
             plain = isinstance(expr.op, ast.Not) or not self.maybe_tensor(expr)
             return _CUT if plain else _COMPUTED
@@ -364,7 +368,7 @@ class RegionAnalysis:
                 cut = call.args and all(self.kind(arg) == _CUT for arg in call.args)
                 return _CUT if cut else _AMBIGUOUS
         if names & _PASS_THROUGH_QUALIFIED:
-            return _passed_through(self.kind(call.args[0]) if call.args else _AMBIGUOUS)
+            return _passed_through(_one_of([self.kind(arg) for arg in call.args]) if call.args else _AMBIGUOUS)
         return _COMPUTED
 
     def is_builtin(self, name: ast.Name) -> bool:

@@ -68,6 +68,17 @@ LIGHT_BUILTINS = PLAIN_BUILTINS | frozenset({"abs", "sum", "round", "pow", "min"
 PLAIN_METHODS = frozenset({"size", "dim", "numel", "item", "tolist", "stride", "element_size", "nelement",
                            "is_floating_point", "is_complex", "data_ptr", "storage_offset", "ndimension"})
 
+# Operations that may return their input itself, which `no_grad` does not cut (measured on torch
+# 2.13: `out is x`): `x.flatten()` of a 1-D tensor, `x.conj()` and `x.real` of a real one, `x.float()`
+# of a float one, `x.contiguous()`, `x.cpu()` on CPU, `torch.atleast_2d` of a matrix. A value they
+# give may be an input passed through: not a value the region computes.
+IDENTITY_NAMES = frozenset("""
+    flatten conj conj_physical real positive resolve_conj resolve_neg sum_to_size to_dense dequantize
+    atleast_1d atleast_2d atleast_3d broadcast_tensors cartesian_prod as_tensor asarray
+    to cuda cpu float double half bfloat16 int long short bool byte char type type_as contiguous
+""".split())
+IDENTITY_ATTRIBUTES = frozenset({"real"})  # `x.real` is `x` for a real tensor
+
 # Operations that return a tuple when given arguments (`x.max(0)` is (values, indices)): a value
 # `.detach()` cannot be called on. Without arguments (`x.max()`) they give one tensor.
 TUPLE_WITH_ARGUMENTS = frozenset({"max", "min", "median", "nanmedian", "mode", "kthvalue", "cummax",

@@ -74,7 +74,7 @@ class _File:
     def import_edit(self) -> Edit:
         newline = _LINE_BREAK.search(self.parsed.text)
         return import_edit(self.parsed.tree, self.parsed.lines, self.spelling.import_line,
-                           newline.group() if newline else "\n")
+                           newline.group() if newline else "\n", self.settings.first_party)
 
     @cached_property
     def owners(self) -> set[int]:

@@ -2,9 +2,17 @@
 imports nothing heavy: a warm run answered from the cache needs no more)."""
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from lint_nograd.run.config import DEFAULT_STOP_GRADIENT, DETACH
+from lint_nograd.run.regular_file import read_regular_file
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
 
 SAFE, UNSAFE = "safe", "unsafe"
 
@@ -15,6 +23,8 @@ class FixSettings:
 
     stop_gradient: str = DEFAULT_STOP_GRADIENT  # "detach", or the import path of a function
     unsafe_fixes: bool = False
+    # the top-level modules isort and ruff file as first-party: where an added import goes
+    first_party: frozenset[str] = frozenset()
 
     @property
     def detach(self) -> bool:
@@ -26,4 +36,31 @@ class FixSettings:
     @property
     def cache_key(self) -> bytes:
         """What a cached finding's fix depends on (the applicability does not depend on `unsafe_fixes`)."""
-        return f"stop-gradient={self.stop_gradient}".encode()
+        return f"stop-gradient={self.stop_gradient};first-party={','.join(sorted(self.first_party))}".encode()
+
+
+def first_party_modules(root: Path, import_roots: list[Path]) -> frozenset[str]:
+    """The modules the project's isort settings call first-party (`known-first-party` of
+    `[tool.ruff.lint.isort]`, `[tool.ruff.isort]` or `[tool.isort]` in its pyproject.toml), and the
+    top-level packages and modules found in its import roots, as ruff finds them."""
+    found: set[str] = set()
+    try:
+        tool = tomllib.loads(read_regular_file(root / "pyproject.toml").decode()).get("tool", {})
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        tool = {}
+    ruff = tool.get("ruff", {}) if isinstance(tool, dict) else {}
+    ruff = ruff if isinstance(ruff, dict) else {}
+    lint = ruff.get("lint", {}) if isinstance(ruff.get("lint"), dict) else {}
+    for table, key in ((lint.get("isort"), "known-first-party"), (ruff.get("isort"), "known-first-party"),
+                       (tool.get("isort") if isinstance(tool, dict) else None, "known_first_party")):
+        names = table.get(key, []) if isinstance(table, dict) else []
+        found |= {name.partition(".")[0] for name in (names if isinstance(names, list) else [])
+                  if isinstance(name, str)}
+    for folder in import_roots:
+        try:
+            entries = list(folder.iterdir())
+        except OSError:
+            continue
+        found |= {entry.name for entry in entries if entry.name.isidentifier() and entry.is_dir()}
+        found |= {entry.stem for entry in entries if entry.suffix == ".py" and entry.stem.isidentifier()}
+    return frozenset(found)

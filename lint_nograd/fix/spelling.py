@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from dataclasses import dataclass
 
 from lint_nograd.analysis.model import GradModeChange, SemanticModel
@@ -92,22 +93,82 @@ def first_line(statement: ast.stmt) -> int:
     return min([statement.lineno] + [d.lineno for d in decorators or []])
 
 
-def import_edit(tree: ast.Module, lines: list[str], line: str, newline: str) -> Edit:
-    """Insert `line` after the docstring, `__future__` imports and the imports at the top of the file."""
+def import_edit(tree: ast.Module, lines: list[str], line: str, newline: str,
+                first_party: frozenset[str] = frozenset()) -> Edit:
+    """Insert the import `line` where isort's default profile (and ruff's `I` rules) put it, in the
+    block of imports at the top of the file: in its section (future, standard library, third-party,
+    first-party, local), `import a` lines before `from a import b` ones, sorted by module."""
     body = tree.body
-    index = 0
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-            and isinstance(body[0].value.value, str):
-        index = 1
-    while index < len(body) and isinstance(body[index], (ast.Import, ast.ImportFrom)):
-        index += 1
-    if index == 0:
-        row = first_line(body[0]) if body else len(lines)
-        return Edit(line + newline, row, 1, row, 1)
-    row = body[index - 1].end_lineno
+    start = 1 if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+        and isinstance(body[0].value.value, str) else 0
+    end = start
+    while end < len(body) and isinstance(body[end], (ast.Import, ast.ImportFrom)):
+        end += 1
+    block = body[start:end]
+    if not block:
+        row = first_line(body[start]) if start < len(body) else len(lines) + 1
+        if row > len(lines):  # nothing after the docstring, or an empty file
+            return _after(lines, start and body[start - 1].end_lineno, line, newline, blank_before=bool(start))
+        # isort: a blank line after the imports, two before a definition
+        definition = isinstance(body[start], (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        return Edit(line + newline * (3 if definition else 2), row, 1, row, 1)
+    ours = _import_key(ast.parse(line).body[0], first_party)
+    previous = None
+    for statement in block:
+        key = _import_key(statement, first_party)
+        if key > ours:
+            if previous is not None and _import_key(previous, first_party)[0] == ours[0]:
+                return _after(lines, _end_row(lines, previous), line, newline)
+            new_section = key[0] != ours[0]
+            row = _comments_above(lines, statement, previous)
+            return Edit(line + newline + (newline if new_section else ""), row, 1, row, 1)
+        previous = statement
+    same_section = _import_key(block[-1], first_party)[0] == ours[0]
+    return _after(lines, _end_row(lines, block[-1]), line, newline, blank_before=not same_section)
+
+
+def _import_key(statement: ast.Import | ast.ImportFrom, first_party: frozenset[str]) -> tuple:
+    """(section, `from` or not, module) as isort orders imports, its default profile."""
+    if isinstance(statement, ast.ImportFrom):
+        module = "." * statement.level + (statement.module or "")
+    else:
+        module = statement.names[0].name
+    top = module.partition(".")[0]
+    if module == "__future__":
+        section = 0
+    elif module.startswith("."):
+        section = 4
+    elif top in first_party:
+        section = 3
+    elif top in sys.stdlib_module_names:
+        section = 1
+    else:
+        section = 2
+    return section, isinstance(statement, ast.ImportFrom), module.lower()
+
+
+def _end_row(lines: list[str], statement: ast.stmt) -> int:
+    row = statement.end_lineno
     while row < len(lines) and lines[row - 1].endswith("\\"):  # a backslash joins the next line to it
         row += 1
+    return row
+
+
+def _comments_above(lines: list[str], statement: ast.stmt, previous: ast.stmt | None) -> int:
+    """The first row of `statement` with the comment lines right above it, which isort keeps with it."""
+    row = statement.lineno
+    floor = previous.end_lineno if previous is not None else 0
+    while row - 1 > floor and lines[row - 2].lstrip().startswith("#"):
+        row -= 1
+    return row
+
+
+def _after(lines: list[str], row: int, line: str, newline: str, blank_before: bool = False) -> Edit:
+    """Insert `line` after row `row` (0: at the top), a blank line before it if `blank_before`."""
+    text = (newline if blank_before else "") + line
     if row < len(lines):
-        return Edit(line + newline, row + 1, 1, row + 1, 1)
+        return Edit(text + newline, row + 1, 1, row + 1, 1)
+    if not lines:
+        return Edit(text + newline, 1, 1, 1, 1)
     end_col = len(lines[row - 1]) + 1  # the last line, without a line break
-    return Edit(newline + line, row, end_col, row, end_col)
+    return Edit(newline + text, row, end_col, row, end_col)
