@@ -57,6 +57,7 @@ class Plan:
     warnings: list[str] = field(default_factory=list)
     unread: int = 0  # folders and .gitignore files that could not be read: the summary says so
     torch_version: str = ""  # the torch release the findings are for: "2.13"
+    stdin: bytes | None = None  # the source read from standard input, if any
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -233,7 +234,7 @@ def plan_jobs(options: argparse.Namespace, cwd: Path | None = None) -> Plan:
     else:
         plan.project_files = discover([str(root)], root=config.root, exclude=patterns,
                                       respect_gitignore=respect_gitignore, cwd=cwd).files
-    stdin = sys.stdin.buffer.read() if options.stdin_filename else None
+    stdin = plan.stdin = sys.stdin.buffer.read() if options.stdin_filename else None
     for path, shown in found.files:
         file_codes = codes - config.ignored_codes(path)
         if file_codes:
@@ -319,7 +320,21 @@ def _plan_and_cache(options: argparse.Namespace) -> tuple[Plan, Cache]:
     # a folder the user names is used where it leads; the default one may be a link planted in the repository
     cache = Cache(None if options.no_cache else Path(os.path.realpath(options.cache_dir)) if options.cache_dir
                   else (plan.root / FOLDER_NAME).absolute())
+    if getattr(options, "output_file", None):
+        _check_output_file(options.output_file, plan, cache.folder or (plan.root / FOLDER_NAME).absolute())
     return plan, cache
+
+
+def _check_output_file(name: str, plan: Plan, cache_folder: Path) -> None:
+    """The report must not overwrite a file it reports on, nor land in the cache (exit 2)."""
+    target = os.path.realpath(name)
+    inputs = {os.path.realpath(path) for path, _ in plan.project_files}
+    inputs |= {os.path.realpath(job.path) for job in plan.jobs if job.data is None}  # not standard input
+    if target in inputs:
+        raise ConfigError(f"--output-file {name} is one of the files being checked; choose another file")
+    cache = os.path.realpath(cache_folder)
+    if target == cache or target.startswith(cache.rstrip(os.sep) + os.sep):
+        raise ConfigError(f"--output-file {name} is inside the cache folder {cache_folder}; choose another file")
 
 
 def _warn_about_cache(options: argparse.Namespace, cache: Cache) -> None:
@@ -395,6 +410,7 @@ def run_fix(options: argparse.Namespace) -> int:
     fixed: list[tuple[str, object]] = []  # (display path, FixedRegion)
     imports: dict[str, set[str]] = {}  # import statement -> the files it was added to
     fixed_files = 0
+    echoed = False  # whether standard input's source went back to standard output
     workers = min(_workers(options), len(plan.jobs)) if len(plan.jobs) > PARALLEL_MIN_FILES else 1
     with Workers(workers) as pool:
         pending = [(job, data, pool.submit(fix_pending, data, job.display_path, codes, reach.get(job.path),
@@ -411,6 +427,7 @@ def run_fix(options: argparse.Namespace) -> int:
             if options.stdin_filename:  # the fixed source goes to standard output, the rest to stderr
                 sys.stdout.buffer.write(new)
                 sys.stdout.flush()
+                echoed = True
             elif new == data:
                 continue
             elif options.diff:
@@ -426,6 +443,10 @@ def run_fix(options: argparse.Namespace) -> int:
                 fixed += [(job.display_path, region) for region in done.regions]
                 for statement in done.imports:
                     imports.setdefault(statement, set()).add(job.display_path)
+    if options.stdin_filename and not echoed and plan.stdin is not None:
+        # nothing to fix, an excluded name, or an error: standard input comes back as it was (as ruff does)
+        sys.stdout.buffer.write(plan.stdin)
+        sys.stdout.flush()
     if not options.diff and not options.stdin_filename:  # what remains, as the whole project shows it
         outcome = runner.check(plan.jobs, plan.project_files, plan.import_roots, _workers(options), cache,
                                Fixer(plan.fixes))

@@ -30,7 +30,14 @@ from lint_nograd.report import output
 from lint_nograd.report.diagnostics import Diagnostic, Edit
 from lint_nograd.run import runner
 from lint_nograd.run.cache import FOLDER_NAME, Cache
-from lint_nograd.run.config import DEFAULT_STOP_GRADIENT, ConfigError, load_config, project_root, select_rules
+from lint_nograd.run.config import (
+    DEFAULT_STOP_GRADIENT,
+    Config,
+    ConfigError,
+    load_config,
+    project_root,
+    select_rules,
+)
 from lint_nograd.run.files import DEFAULT_EXCLUDE, compile_patterns, discover, shown_path
 from lint_nograd.run.jobs import Job
 
@@ -52,7 +59,10 @@ class EditorCache(Cache):
 class Project:
     """The settings and files of the project a file belongs to, read as `check` reads them."""
 
-    def __init__(self, folder: Path, workspace_folders: list[Path]):
+    def __init__(self, folder: Path, workspace_folders: list[Path], alone: bool = False):
+        if alone:  # outside every workspace folder (site-packages, say): default settings, no cache
+            self._init_alone(folder)
+            return
         config = load_config(None, folder)
         root = project_root(config, [], folder, isolated=False)
         if config.path is None and not (root / "pyproject.toml").is_file():  # no project: the workspace
@@ -68,6 +78,18 @@ class Project:
         self.fixes = replace(self.fixes, first_party=first_party_modules(root, self.import_roots))
         self.cache = EditorCache((root / FOLDER_NAME).absolute())
         self._files: list[tuple[Path, str]] | None = None
+        self.alone = False
+
+    def _init_alone(self, folder: Path) -> None:
+        """A file checked on its own, in memory: nothing is read around it, nothing written."""
+        self.root, self.config = folder, Config(root=folder)
+        self.codes = select_rules([self.config.rules])
+        self.fixes = FixSettings()
+        self.patterns = compile_patterns(DEFAULT_EXCLUDE)
+        self.import_roots = []
+        self.cache = EditorCache(None)
+        self._files = []
+        self.alone = True
 
     @property
     def files(self) -> list[tuple[Path, str]]:
@@ -77,7 +99,7 @@ class Project:
         return self._files
 
     def forget_files(self) -> None:
-        self._files = None
+        self._files = [] if self.alone else None
 
     def _discover(self, path: str, force_exclude: bool = False):
         return discover([path], root=self.config.root, exclude=self.patterns, cwd=self.root,
@@ -85,7 +107,7 @@ class Project:
 
     def job(self, path: Path, data: bytes) -> Job | None:
         """The check of an open file, or None when the settings exclude it or select no rule for it."""
-        if path.exists() and not self._discover(str(path), force_exclude=True).files:
+        if not self.alone and path.exists() and not self._discover(str(path), force_exclude=True).files:
             return None
         codes = self.codes - self.config.ignored_codes(path)
         return Job(path, shown_path(path, self.root), codes, data, self.config.torch_version or "") if codes else None
@@ -175,8 +197,13 @@ class LintServer(LanguageServer):
         try:
             folder = source.path.parent
             if folder not in self.projects:
-                self.projects[folder] = Project(folder, [Path(to_fs_path(f.uri)) for f in
-                                                         self.workspace.folders.values() if to_fs_path(f.uri)])
+                workspace = [Path(to_fs_path(f.uri)) for f in self.workspace.folders.values() if to_fs_path(f.uri)]
+                if self.workspace.root_path:
+                    workspace.append(Path(self.workspace.root_path))
+                # a file outside every workspace folder (go-to-definition into site-packages) is
+                # checked alone: its folder is nobody's project, and nothing is written there
+                alone = not any(w == folder or w in folder.parents for w in workspace)
+                self.projects[folder] = Project(folder, workspace, alone)
             project = self.projects[folder]
             job = project.job(source.path, source.data)
         except ConfigError as error:

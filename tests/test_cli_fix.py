@@ -23,8 +23,8 @@ jacfwd(f)
 """
 FIXED = """\
 import torch
-from torch.func import jacfwd
 from lint_nograd import stop_gradient
+from torch.func import jacfwd
 
 
 def f(x):
@@ -138,8 +138,8 @@ def test_check_shows_the_fix_in_json(project, capsys):
     [finding] = json.loads(capsys.readouterr().out)
     assert finding["code"] == "NG004" and finding["fix"]["applicability"] == "safe"
     edits = finding["fix"]["edits"]
-    assert {"content": "from lint_nograd import stop_gradient\n", "location": {"row": 3, "column": 1},
-            "end_location": {"row": 3, "column": 1}} in edits
+    assert {"content": "from lint_nograd import stop_gradient\n", "location": {"row": 2, "column": 1},
+            "end_location": {"row": 2, "column": 1}} in edits
     assert (project / "m.py").read_text() == FIXABLE
 
 
@@ -183,8 +183,8 @@ def distil(teacher, x):
 
 jacfwd(distil, argnums=1)
 """
-UNSAFE_FIXED = UNSAFE.replace("from torch.func import jacfwd\n", "from torch.func import jacfwd\n"
-                              "from lint_nograd import stop_gradient\n").replace(
+UNSAFE_FIXED = UNSAFE.replace("from torch.func import jacfwd\n", "from lint_nograd import stop_gradient\n"
+                              "from torch.func import jacfwd\n").replace(
     "target = teacher(x)", "target = stop_gradient(teacher(x))")
 
 
@@ -283,7 +283,18 @@ def test_the_stop_gradient_setting(project, capsys, setting, line, added):
     assert status == 0 and line in text and "lint_nograd" not in text
     assert (f"Added `{added}` to 1 file.\n" in err) == bool(added) and ("Added" in err) == bool(added)
     if added:
-        assert text.startswith(f"import torch\nfrom torch.func import jacfwd\n{added}\n")
+        assert text.startswith(f"import torch\n{added}\nfrom torch.func import jacfwd\n")
+
+
+def test_a_helper_of_the_project_is_imported_as_first_party(project, capsys):
+    """isort files a package found in the project's import roots as first-party, after torch."""
+    (project / "pyproject.toml").write_text('[tool.lint-nograd]\nstop-gradient = "mypkg.autodiff.stop_gradient"\n')
+    (project / "mypkg").mkdir()
+    (project / "mypkg" / "__init__.py").write_text("")
+    (project / "m.py").write_text(FIXABLE)
+    assert fix(capsys)[0] == 0
+    assert (project / "m.py").read_text().startswith(
+        "import torch\nfrom torch.func import jacfwd\n\nfrom mypkg.autodiff import stop_gradient\n\n\ndef f(x):")
 
 
 def test_a_bad_stop_gradient_setting_is_a_configuration_error(project, capsys):

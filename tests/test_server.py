@@ -356,3 +356,22 @@ def test_without_pygls_the_server_command_names_the_extra(tmp_path):
     done = subprocess.run([sys.executable, "-c", command], capture_output=True, text=True, stdin=subprocess.DEVNULL)
     assert done.returncode == 2 and done.stdout == ""
     assert "pip install 'lint-nograd[server]'" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.asyncio
+async def test_a_file_outside_every_workspace_folder_is_checked_alone_and_nothing_is_written_there(
+        client, project, tmp_path_factory):
+    outside = tmp_path_factory.mktemp("site-packages")  # go-to-definition into an installed package
+    (outside / "pyproject.toml").write_text('[tool.lint-nograd]\nselect = ["NG003"]\n')  # not read
+    path = outside / "model.py"
+    path.write_text(EXAMPLE)
+    found = await published(client, path.as_uri(), open_file(client, path))
+    assert {d.code for d in found} == {"NG001", "NG003", "NG004", "NG006"}  # the default settings
+    inside = project / "model.py"
+    await published(client, inside.as_uri(), open_file(client, inside))
+    for saved in (path, inside):
+        await published(client, path.as_uri(), lambda saved=saved: client.text_document_did_save(
+            types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(saved.as_uri()))))
+    assert (project / ".lint_nograd_cache").is_dir()  # the workspace's project keeps its cache
+    assert sorted(p.name for p in outside.iterdir()) == ["model.py", "pyproject.toml"]
+    assert path.read_text() == EXAMPLE

@@ -59,7 +59,10 @@ def replace_file(path: Path, new: bytes, original: bytes, shown: str | None = No
 
 def write_file(path: Path, data: bytes) -> None:
     """Create or replace `path` with `data` in one step (a report: `--output-file`), with the
-    mode a new file gets; its folder is made if missing."""
+    mode a new file gets; its folder is made if missing. A `path` that exists and is not a
+    regular file (`/dev/null`, a FIFO, a terminal) is opened and written, never replaced."""
+    if _write_in_place(path, data):
+        return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -79,3 +82,29 @@ def write_file(path: Path, data: bytes) -> None:
         if isinstance(error, OSError):
             raise WriteError(f"cannot write {path}: {error.strerror or error}") from None
         raise
+
+
+def _write_in_place(path: Path, data: bytes) -> bool:
+    """Write `data` into `path` if it exists and is not a regular file; False if it is one, or is missing."""
+    try:
+        status = os.stat(path)
+    except OSError:
+        return False
+    if stat.S_ISREG(status.st_mode):
+        return False
+    if stat.S_ISDIR(status.st_mode):
+        raise WriteError(f"cannot write {path}: it is a folder")
+    try:
+        # neither created nor truncated: it exists; a FIFO waits here for its reader
+        handle = os.open(path, os.O_WRONLY | getattr(os, "O_NOCTTY", 0))
+    except OSError as error:
+        raise WriteError(f"cannot write {path}: {error.strerror or error}") from None
+    with os.fdopen(handle, "wb") as stream:
+        if stat.S_ISREG(os.fstat(stream.fileno()).st_mode):  # became a regular file meanwhile
+            return False
+        try:
+            stream.write(data)
+            stream.flush()
+        except OSError as error:
+            raise WriteError(f"cannot write {path}: {error.strerror or error}") from None
+    return True
