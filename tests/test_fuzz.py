@@ -8,7 +8,9 @@ writes only code that parses, keeps every comment, changes nothing the second ti
 nothing `check` could still fix. `scripts/fuzz.py` runs the same properties for longer.
 The differential gradient properties live in test_fix_torch.py (`test_generated_regions`) and
 test_fix_torch_containers.py (`test_generated_container_regions`: region values that are
-dataclasses, `ModelOutput`-like dicts, namedtuples and other subclasses).
+dataclasses, `ModelOutput`-like dicts, namedtuples and other subclasses) and
+test_fix_safe_differential.py (the safe tier, over light, identity-returning and tuple-returning
+operations, under every transform and tracer).
 """
 from __future__ import annotations
 
