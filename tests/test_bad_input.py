@@ -93,7 +93,7 @@ LAYOUTS = {
     "mixed line endings": (
         b"import torch\r\nfrom torch.func import jacfwd\n\r\n\rdef f(x):\r\n    with torch.no_grad():\n"
         b"        s = x.mean()\r    return x - s\n\r\n\njacfwd(f)\r\n",
-        b"import torch\r\nfrom torch.func import jacfwd\nfrom lint_nograd import stop_gradient\r\n\r\n\rdef f(x):\r\n"
+        b"import torch\r\nfrom lint_nograd import stop_gradient\r\nfrom torch.func import jacfwd\n\r\n\rdef f(x):\r\n"
         b"    s = stop_gradient(x.mean())\r\n    return x - s\n\r\n\njacfwd(f)\r\n"),  # new lines: the first break's
     "a line of 3 MB": fixable(suffix="s = '" + "a" * 3_000_000 + "'\n"),
     "no line break at the end": tuple(text[:-1] for text in fixable()),
@@ -438,7 +438,7 @@ NOTEBOOKS = {
     "a BOM": (notebook(FIXABLE_LINES, bom=b"\xef\xbb\xbf"), notebook(FIXED_LINES, bom=b"\xef\xbb\xbf")),
     "blank lines before a magic": (notebook(MAGICS, FIXABLE_LINES),
                                    notebook(["from lint_nograd import stop_gradient\n", *MAGICS],
-                                            FIXED_LINES[:2] + FIXED_LINES[3:])),  # the import joins the first cell
+                                            FIXED_LINES[:1] + FIXED_LINES[2:])),  # the import joins the first cell
     "a line spelling the cell marker": (notebook(["# lint-nograd: cell 1\n", *FIXABLE_LINES], ["x = 1"]),
                                         notebook(["# lint-nograd: cell 1\n", *FIXED_LINES], ["x = 1"])),
 }

@@ -257,7 +257,7 @@ async def test_notebook_cells_are_checked_as_the_editor_has_them(client, project
     changes = fix_all.edit.changes  # the rewrite in the fourth cell, the import in the first code cell
     assert set(changes) == {cells[1], cells[3]}
     assert apply(NOTEBOOK_CELLS[1][2], changes[cells[1]]) == (
-        "import torch\nfrom torch.func import grad, jacfwd\nfrom lint_nograd import stop_gradient\n%matplotlib inline")
+        "import torch\nfrom lint_nograd import stop_gradient\nfrom torch.func import grad, jacfwd\n%matplotlib inline")
     assert apply(NOTEBOOK_CELLS[3][2], changes[cells[3]]).startswith(
         "def shifted(x):\n    s = stop_gradient(x.mean())\n")
 

@@ -109,9 +109,10 @@ def import_edit(tree: ast.Module, lines: list[str], line: str, newline: str,
         row = first_line(body[start]) if start < len(body) else len(lines) + 1
         if row > len(lines):  # nothing after the docstring, or an empty file
             return _after(lines, start and body[start - 1].end_lineno, line, newline, blank_before=bool(start))
-        # isort: a blank line after the imports, two before a definition
-        definition = isinstance(body[start], (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-        return Edit(line + newline * (3 if definition else 2), row, 1, row, 1)
+        # above the blank lines before the code, which then follow the import as isort wants them
+        while row > 1 and not lines[row - 2].strip() and (not start or row - 1 > body[start - 1].end_lineno):
+            row -= 1
+        return Edit(line + newline, row, 1, row, 1)
     ours = _import_key(ast.parse(line).body[0], first_party)
     previous = None
     for statement in block:
