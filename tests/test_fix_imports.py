@@ -59,6 +59,12 @@ CASES = {
     "comments stay with the import below them": (
         "import os\n\n# the model\nimport torch\n",
         f"import os\n\n{ADDED}\n\n# the model\nimport torch\n", ("torch",)),
+    "the file's header stays first": (
+        "#!/usr/bin/env python\n# -*- coding: utf-8 -*-\nimport torch\nfrom torch import nn\n",
+        f"#!/usr/bin/env python\n# -*- coding: utf-8 -*-\nimport torch\n{ADDED}\nfrom torch import nn\n", ()),
+    "before the first import, after the header": (
+        "# -*- coding: utf-8 -*-\nimport torch\n",
+        f"# -*- coding: utf-8 -*-\n{ADDED}\n\nimport torch\n", ("torch",)),
     "case-insensitive order": (
         "import torch\nfrom Levenshtein import distance\nfrom torch import nn\n",
         f"import torch\nfrom Levenshtein import distance\n{ADDED}\nfrom torch import nn\n", ()),

@@ -156,10 +156,12 @@ def _end_row(lines: list[str], statement: ast.stmt) -> int:
 
 
 def _comments_above(lines: list[str], statement: ast.stmt, previous: ast.stmt | None) -> int:
-    """The first row of `statement` with the comment lines right above it, which isort keeps with it."""
+    """The first row of `statement` with the comment lines right above it, which isort keeps with it
+    (above the first import, they are the file's header: a shebang, a coding cookie, a licence)."""
     row = statement.lineno
-    floor = previous.end_lineno if previous is not None else 0
-    while row - 1 > floor and lines[row - 2].lstrip().startswith("#"):
+    if previous is None:
+        return row
+    while row - 1 > previous.end_lineno and lines[row - 2].lstrip().startswith("#"):
         row -= 1
     return row
 
