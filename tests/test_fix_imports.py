@@ -65,6 +65,15 @@ CASES = {
     "before the first import, after the header": (
         "# -*- coding: utf-8 -*-\nimport torch\n",
         f"# -*- coding: utf-8 -*-\n{ADDED}\n\nimport torch\n", ("torch",)),
+    "joined to an import of the same module": (
+        "import torch\nfrom lint_nograd import func  # the shim\n",
+        "import torch\nfrom lint_nograd import func, stop_gradient  # the shim\n", ()),
+    "joined, the names in isort's order": (
+        "import torch\nfrom lint_nograd import MAX, Thing, zeta\n",
+        "import torch\nfrom lint_nograd import MAX, Thing, stop_gradient, zeta\n", ()),
+    "an aliased import is not joined": (
+        "import torch\nfrom lint_nograd import func as f\n",
+        f"import torch\nfrom lint_nograd import func as f\n{ADDED}\n", ()),
     "case-insensitive order": (
         "import torch\nfrom Levenshtein import distance\nfrom torch import nn\n",
         f"import torch\nfrom Levenshtein import distance\n{ADDED}\nfrom torch import nn\n", ()),
@@ -112,7 +121,7 @@ def test_ruff_isort_passes_before_and_after(case, tmp_path):
         pytest.skip("the imports were not sorted before the fix")
     fixed_text = fix_source(source.encode(), settings=FixSettings(
         first_party=first_party_modules(tmp_path, [tmp_path]))).text
-    assert ADDED in fixed_text
+    assert "s = stop_gradient(x.mean())" in fixed_text
     (tmp_path / "m.py").write_text(fixed_text)
     result = ruff_isort(tmp_path, settings)
     assert result.returncode == 0, fixed_text + result.stdout

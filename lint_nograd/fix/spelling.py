@@ -113,7 +113,11 @@ def import_edit(tree: ast.Module, lines: list[str], line: str, newline: str,
         while row > 1 and not lines[row - 2].strip() and (not start or row - 1 > body[start - 1].end_lineno):
             row -= 1
         return Edit(line + newline, row, 1, row, 1)
-    ours = _import_key(ast.parse(line).body[0], first_party)
+    added = ast.parse(line).body[0]
+    merged = _merged_import(block, lines, added)
+    if merged is not None:
+        return merged
+    ours = _import_key(added, first_party)
     previous = None
     for statement in block:
         key = _import_key(statement, first_party)
@@ -126,6 +130,28 @@ def import_edit(tree: ast.Module, lines: list[str], line: str, newline: str,
         previous = statement
     same_section = _import_key(block[-1], first_party)[0] == ours[0]
     return _after(lines, _end_row(lines, block[-1]), line, newline, blank_before=not same_section)
+
+
+def _merged_import(block: list[ast.stmt], lines: list[str], added: ast.stmt) -> Edit | None:
+    """isort joins `from m import a` and `from m import b`: the name goes into a one-line import
+    of its module that the block has, with the names sorted as isort sorts them."""
+    if not isinstance(added, ast.ImportFrom):
+        return None
+    for statement in block:
+        if isinstance(statement, ast.ImportFrom) and statement.module == added.module and statement.level == 0 \
+                and statement.lineno == statement.end_lineno and statement.col_offset == 0 \
+                and all(alias.asname is None and alias.name != "*" for alias in statement.names):
+            names = sorted({alias.name for alias in (*statement.names, *added.names)}, key=_member_key)
+            text = f"from {statement.module} import {', '.join(names)}"
+            end = len(lines[statement.lineno - 1].encode()[:statement.end_col_offset].decode()) + 1
+            return Edit(text, statement.lineno, 1, statement.lineno, end)
+    return None
+
+
+def _member_key(name: str) -> tuple:
+    """isort's order of imported names (`order-by-type`): CONSTANTS, Classes, then the others."""
+    kind = 0 if name.isupper() and len(name) > 1 else 1 if name[:1].isupper() else 2
+    return kind, name.lower(), name
 
 
 def _import_key(statement: ast.Import | ast.ImportFrom, first_party: frozenset[str]) -> tuple:
