@@ -131,8 +131,11 @@ def test_first_party_modules_come_from_isort_settings_and_import_roots(tmp_path)
     (tmp_path / "pyproject.toml").write_text(
         '[tool.ruff.lint.isort]\nknown-first-party = ["alpha.sub"]\n[tool.isort]\nknown_first_party = ["beta"]\n')
     (tmp_path / "src" / "gamma").mkdir(parents=True)
+    (tmp_path / "src" / "gamma" / "__init__.py").write_text("")
     (tmp_path / "delta.py").write_text("")
+    (tmp_path / "build").mkdir()  # not a package
     found = first_party_modules(tmp_path, [tmp_path, tmp_path / "src"])
-    assert {"alpha", "beta", "gamma", "delta", "src"} <= found and "torch" not in found
+    assert {"alpha", "beta", "gamma", "delta"} <= found
+    assert not {"torch", "src", "build"} & found
     (tmp_path / "pyproject.toml").write_text("not toml [")
     assert "alpha" not in first_party_modules(tmp_path, [])  # a broken file: no isort settings

@@ -42,7 +42,7 @@ class FixSettings:
 def first_party_modules(root: Path, import_roots: list[Path]) -> frozenset[str]:
     """The modules the project's isort settings call first-party (`known-first-party` of
     `[tool.ruff.lint.isort]`, `[tool.ruff.isort]` or `[tool.isort]` in its pyproject.toml), and the
-    top-level packages and modules found in its import roots, as ruff finds them."""
+    packages (with an `__init__.py`) and modules at the top of its import roots, as ruff finds them."""
     found: set[str] = set()
     try:
         tool = tomllib.loads(read_regular_file(root / "pyproject.toml").decode()).get("tool", {})
@@ -61,6 +61,7 @@ def first_party_modules(root: Path, import_roots: list[Path]) -> frozenset[str]:
             entries = list(folder.iterdir())
         except OSError:
             continue
-        found |= {entry.name for entry in entries if entry.name.isidentifier() and entry.is_dir()}
+        # packages only: a `build/` or `__pycache__/` appearing must not change every cached fix
+        found |= {entry.name for entry in entries if entry.name.isidentifier() and (entry / "__init__.py").is_file()}
         found |= {entry.stem for entry in entries if entry.suffix == ".py" and entry.stem.isidentifier()}
     return frozenset(found)
