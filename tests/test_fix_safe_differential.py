@@ -47,6 +47,7 @@ IDENTITY = [
     ("{}.flatten()", "v", "v"), ("(+{})", "v", "v"), ("(+{})", "s", "s"), ("torch.flatten({})", "v", "v"),
     ("{}.real", "v", "v"), ("{}.real", "s", "s"), ("{}.conj()", "v", "v"), ("{}.to(torch.float64)", "v", "v"),
     ("{}.double()", "s", "s"), ("{}.contiguous()", "v", "v"), ("{}.cpu()", "v", "v"), ("{}.type_as(x)", "v", "v"),
+    ("torch.dropout({}, 0.5, False)", "v", "v"),  # in eval mode: the input itself
 ]
 BINARY = ["({} * {})", "({} + {})", "({} - {})"]
 # operations that return a tuple (or a list) of tensors, as a region's whole value
@@ -215,6 +216,7 @@ KNOWN_CASES = {
     "unary plus of an input is refused": (["v0 = +x"], ["v0"], False),
     "real part of an input is refused": (["v0 = x.real"], ["v0"], False),
     "same dtype of an input is refused": (["v0 = x.to(torch.float64)"], ["v0"], False),
+    "dropout of an input in eval mode is refused": (["v0 = torch.dropout(p, 0.5, False)"], ["v0"], False),
     "flatten of a computed value is safe": (["v0 = (x * 2).flatten()"], ["v0"], True),
     "a tuple from max(0) is safe": (["v0 = x.max(0)"], ["v0[0].sum()"], True),
     "a pair from sort is safe": (["v0, w0 = torch.sort(p)"], ["v0.sum()"], True),

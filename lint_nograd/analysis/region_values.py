@@ -42,7 +42,7 @@ _PASS_THROUGH_METHODS = tensor_ops.IDENTITY_NAMES | frozenset({
     "get", "pop", "setdefault", "popitem", "__getitem__"})
 _PASS_THROUGH_FUNCTIONS = frozenset({"getattr", "next", "iter", "min", "max"})
 _PASS_THROUGH_QUALIFIED = frozenset({"copy.copy"} | {f"{module}.{name}" for name in tensor_ops.IDENTITY_NAMES
-                                                      for module in ("torch", "torch.Tensor")})
+                                                      for module in ("torch", "torch.Tensor", "torch.nn.functional")})
 _IN_PLACE = re.compile(r"[A-Za-z0-9]\w*_")  # `add_`, `relu_`; not `_private` or `__dunder__`
 
 # How a value relates to gradients, in the region as written.

@@ -70,12 +70,13 @@ PLAIN_METHODS = frozenset({"size", "dim", "numel", "item", "tolist", "stride", "
 
 # Operations that may return their input itself, which `no_grad` does not cut (measured on torch
 # 2.13: `out is x`): `x.flatten()` of a 1-D tensor, `x.conj()` and `x.real` of a real one, `x.float()`
-# of a float one, `x.contiguous()`, `x.cpu()` on CPU, `torch.atleast_2d` of a matrix. A value they
-# give may be an input passed through: not a value the region computes.
+# of a float one, `x.contiguous()`, `x.cpu()` on CPU, `torch.atleast_2d` of a matrix, dropout in
+# eval mode or with p=0. A value they give may be an input passed through: not one the region computes.
 IDENTITY_NAMES = frozenset("""
     flatten conj conj_physical real positive resolve_conj resolve_neg sum_to_size to_dense dequantize
     atleast_1d atleast_2d atleast_3d broadcast_tensors cartesian_prod as_tensor asarray
     to cuda cpu float double half bfloat16 int long short bool byte char type type_as contiguous
+    dropout dropout1d dropout2d dropout3d alpha_dropout feature_alpha_dropout feature_dropout
 """.split())
 IDENTITY_ATTRIBUTES = frozenset({"real"})  # `x.real` is `x` for a real tensor
 
