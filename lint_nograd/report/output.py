@@ -22,6 +22,8 @@ from lint_nograd.report.registry import RULES, Rule
 
 FORMATS = ("full", "concise", "json", "sarif", "github")
 TEXT_FORMATS = ("full", "concise")  # the ones followed by a summary and that may use colour
+WIDTH = 80  # the columns of text output that is not at a terminal, and without COLUMNS
+MIN_WIDTH = 40  # a narrower terminal still gets lines this long
 TOOL = "lint-nograd"
 FIX_COMMAND = "lint-nograd fix"
 
@@ -47,9 +49,10 @@ def rule_page_uri(code: str) -> str | None:
 
 
 def render(diagnostics: Sequence[Diagnostic], output_format: str, color: bool = False,
-           unsafe_fixes: bool = False, source_root: Path | None = None) -> str:
-    """`source_root`: SARIF gives the paths of files under it relative to it, as `%SRCROOT%`."""
-    style = _Style(color, unsafe_fixes)
+           unsafe_fixes: bool = False, source_root: Path | None = None, width: int = WIDTH) -> str:
+    """`source_root`: SARIF gives the paths of files under it relative to it, as `%SRCROOT%`;
+    `width`: the columns `full` output fits in, but for source lines."""
+    style = _Style(color, unsafe_fixes, width)
     if output_format == "full":
         return "".join(_full(diagnostic, style) + "\n" for diagnostic in diagnostics)
     if output_format == "concise":
@@ -68,8 +71,31 @@ def applies(fix: Fix | None, unsafe_fixes: bool) -> bool:
     return fix is not None and (fix.applicability == "safe" or unsafe_fixes)
 
 
-def summary(diagnostics: Sequence[Diagnostic], unsafe_fixes: bool = False) -> str:
-    """`Found 3 errors and 2 warnings.`, then what the fixes would do; `No findings.` for none."""
+def summary(diagnostics: Sequence[Diagnostic], unsafe_fixes: bool = False, width: int | None = None) -> str:
+    """`Found 3 errors and 2 warnings.`, then what the fixes would do; `No findings.` for none.
+    With `width`, each line is wrapped to that many columns."""
+    text = _summary(diagnostics, unsafe_fixes)
+    if width is None:
+        return text
+    return "".join("\n".join(_wrap(line, width, "", "  ")) + "\n" for line in text.splitlines())
+
+
+def terminal_width(stream: object = None) -> int:
+    """The columns text output should fit in: `COLUMNS`, else the width of the terminal `stream`
+    is, else (a file, a pipe) 80; never less than `MIN_WIDTH`."""
+    try:
+        columns = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(stream.fileno()).columns if stream.isatty() else WIDTH
+        except (AttributeError, OSError, ValueError):  # no stream, a closed one, a pseudo-file
+            columns = WIDTH
+    return max(columns, MIN_WIDTH)
+
+
+def _summary(diagnostics: Sequence[Diagnostic], unsafe_fixes: bool = False) -> str:
     if not diagnostics:
         return "No findings.\n"
     counts = Counter(diagnostic.severity for diagnostic in diagnostics)
@@ -129,9 +155,10 @@ def statistics(diagnostics: Sequence[Diagnostic], output_format: str, unsafe_fix
 class _Style:
     """ANSI colours for the text formats: bold path, red code and carets; which fixes a run applies."""
 
-    def __init__(self, color: bool, unsafe_fixes: bool = False) -> None:
+    def __init__(self, color: bool, unsafe_fixes: bool = False, width: int = 80) -> None:
         self.color = color
         self.unsafe_fixes = unsafe_fixes
+        self.width = width
 
     def _paint(self, text: str, ansi: str) -> str:
         return f"\x1b[{ansi}m{text}\x1b[0m" if self.color else text
@@ -158,20 +185,25 @@ def _printable(text: str) -> str:
     return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
 
 
-def _header(d: Diagnostic, style: _Style) -> str:
-    marker = style.fixable("[*]") + " " if applies(d.fix, style.unsafe_fixes) else ""
+def _header(d: Diagnostic, style: _Style, width: int | None = None) -> str:
+    """`path:row:col: CODE [*] message`; with `width`, the message wrapped to it, under an indent."""
+    marker = "[*]" if applies(d.fix, style.unsafe_fixes) else ""
     cell = f"cell {d.cell}:" if d.cell is not None else ""
     path, message = _printable(d.path), _printable(d.message)
-    return f"{style.path(path)}:{cell}{d.row}:{d.col}: {style.code(d.code)} {marker}{message}"
+    prefix = f"{path}:{cell}{d.row}:{d.col}: {d.code} {marker + ' ' if marker else ''}"
+    lines = [prefix + message] if width is None else _wrap(message, width, prefix, "  ")
+    if lines[0].startswith(prefix):  # else the place alone is wider than a line: no colour
+        colored = f"{style.path(path)}:{cell}{d.row}:{d.col}: {style.code(d.code)} "
+        lines[0] = colored + (style.fixable(marker) + " " if marker else "") + lines[0][len(prefix):]
+    return "\n".join(lines)
 
 
-WIDTH = 100  # the columns of a `help` or `note` line in `full` output, as of a message
 
 
 def _full(d: Diagnostic, style: _Style) -> str:
     """The concise line, then the source line with carets under the reported columns, then a
     `note` for each related place, the `help` and the fix."""
-    lines = [_header(d, style)]
+    lines = [_header(d, style, style.width)]
     gutter = " " * len(str(d.row))
     source = d.source_line.rstrip("\r\n")
     if source:
@@ -186,12 +218,12 @@ def _full(d: Diagnostic, style: _Style) -> str:
             f"{gutter} |",
         ]
     for related in d.related:
-        lines += _wrapped(f"{gutter} = note: ", f"{_related_place(related)}: {related.message}")
+        lines += _wrapped(f"{gutter} = note: ", f"{_related_place(related)}: {related.message}", style.width)
     if d.help:
-        lines += _wrapped(f"{gutter} = help: ", d.help)
+        lines += _wrapped(f"{gutter} = help: ", d.help, style.width)
     if d.fix is not None:
         hidden = "" if applies(d.fix, style.unsafe_fixes) else " (an unsafe fix: `--unsafe-fixes` applies it)"
-        lines += _wrapped(f"{gutter} = fix: ", f"{d.fix.message}{hidden}")
+        lines += _wrapped(f"{gutter} = fix: ", f"{d.fix.message}{hidden}", style.width)
     return "\n".join(lines) + "\n"
 
 
@@ -200,11 +232,20 @@ def _related_place(related: Related) -> str:
     return f"{_printable(related.path)}:{cell}{related.row}:{related.col}"
 
 
-def _wrapped(label: str, text: str) -> list[str]:
-    """`label` then `text`, wrapped at `WIDTH` columns under the text's start."""
-    indent = " " * len(label)
-    return textwrap.wrap(_printable(text), WIDTH, initial_indent=label, subsequent_indent=indent,
-                         break_long_words=False, break_on_hyphens=False) or [label.rstrip()]
+def _wrapped(label: str, text: str, width: int) -> list[str]:
+    """`label` then `text`, wrapped at `width` columns under the text's start."""
+    return _wrap(_printable(text), width, label, " " * len(label)) or [label.rstrip()]
+
+
+def _wrap(text: str, width: int, first: str, indent: str) -> list[str]:
+    """`text` after `first` in lines of at most `width` columns, the others after `indent`; a word
+    longer than a line (a long path, say) is cut where the line ends."""
+    if len(indent) > width // 2:  # a deep label on a narrow terminal: the text goes on under a short one
+        indent = indent[: width // 4]
+    if len(first) >= width:
+        return [*_wrap(first.rstrip(), width, "", indent), *_wrap(text, width, indent, indent)]
+    return textwrap.wrap(text, width, initial_indent=first, subsequent_indent=indent,
+                         break_long_words=True, break_on_hyphens=False)
 
 
 def _name(code: str) -> str:
