@@ -484,8 +484,8 @@ def _finish(options: argparse.Namespace, diagnostics: list[Diagnostic], errors: 
         text = output.statistics(diagnostics, options.output_format, unsafe_fixes)
     else:
         color = options.color == "always" if options.output_file else _use_color(options.color, stream)
-        # SARIF names files from the repository's root, which is where code scanning looks for them
-        source_root = repository_root(root.absolute()) if options.output_format == "sarif" else None
+        # SARIF and GitLab name files from the repository's root, which is where CI looks for them
+        source_root = repository_root(root.absolute()) if options.output_format in ("sarif", "gitlab") else None
         text = output.render(diagnostics, options.output_format, color, unsafe_fixes, source_root, width)
     if text_format and (diagnostics or not errors):
         text += output.summary(diagnostics, unsafe_fixes, width if options.output_format == "full" else None)

@@ -1,4 +1,5 @@
-"""Diagnostics as text: `concise`, `full`, `json`, `sarif` or `github`, plus the summary lines.
+"""Diagnostics as text: `concise`, `full`, `json`, `sarif`, `github`, `gitlab` (GitLab Code
+Quality), `junit` (JUnit XML) or `rdjson` (reviewdog), plus the summary lines.
 
 A fix is `safe` or `unsafe` (as in ruff): the text formats mark with `[*]` the findings whose fix
 a run would apply (unsafe ones only with `--unsafe-fixes`) and count the others as hidden; JSON and
@@ -6,10 +7,13 @@ SARIF carry every fix with its applicability.
 """
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import os
 import re
 import textwrap
+import xml.etree.ElementTree as ElementTree
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,7 +24,7 @@ from lint_nograd import __version__
 from lint_nograd.report.diagnostics import Diagnostic, Edit, Fix, Related
 from lint_nograd.report.registry import RULES, Rule
 
-FORMATS = ("full", "concise", "json", "sarif", "github")
+FORMATS = ("full", "concise", "json", "sarif", "github", "gitlab", "junit", "rdjson")
 TEXT_FORMATS = ("full", "concise")  # the ones followed by a summary and that may use colour
 WIDTH = 80  # the columns of text output that is not at a terminal, and without COLUMNS
 MIN_WIDTH = 40  # a narrower terminal still gets lines this long
@@ -63,6 +67,12 @@ def render(diagnostics: Sequence[Diagnostic], output_format: str, color: bool = 
         return json.dumps(_sarif(diagnostics, source_root), indent=2) + "\n"
     if output_format == "github":
         return "".join(_github(diagnostic) + "\n" for diagnostic in diagnostics)
+    if output_format == "gitlab":
+        return json.dumps(_gitlab(diagnostics, source_root), indent=2) + "\n"
+    if output_format == "junit":
+        return _junit(diagnostics)
+    if output_format == "rdjson":
+        return json.dumps(_rdjson(diagnostics), indent=2) + "\n"
     raise ValueError(f"unknown output format: {output_format}")
 
 
@@ -428,3 +438,125 @@ def _escape_data(text: str) -> str:
 
 def _escape_property(text: str) -> str:
     return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+# -- GitLab Code Quality: a Code Climate subset (docs.gitlab.com, ci/testing/code_quality) -----------
+
+_GITLAB_SEVERITY = {"error": "major", "warning": "minor"}
+_ROW_IN_MESSAGE = re.compile(r"(line |\.pyi?:)\d+")  # "the region (line 40)": it moves with the finding
+
+
+def _gitlab(diagnostics: Sequence[Diagnostic], source_root: Path | None) -> list[dict[str, Any]]:
+    """One issue per finding, its path relative to the repository. The fingerprint leaves out the
+    rows, so that a finding moved by an edit above it is the same finding in a merge request."""
+    issues, seen = [], Counter()
+    for d in diagnostics:
+        path = _artifact(d.path, source_root)["uri"] if source_root is not None else Path(d.path).as_posix()
+        key = (d.code, path, d.cell, d.source_line.strip(), _ROW_IN_MESSAGE.sub(r"\1#", d.message))
+        seen[key] += 1
+        fingerprint = hashlib.sha256(json.dumps([*key, seen[key]]).encode()).hexdigest()
+        where = f"cell {d.cell}, line {d.row}: " if d.cell is not None else ""
+        lines = {"begin": 1} if d.cell is not None else {"begin": d.row, "end": d.end_row}
+        issue: dict[str, Any] = {
+            "type": "issue",
+            "check_name": d.code,
+            "description": f"{where}{d.message}",
+            "severity": _GITLAB_SEVERITY.get(d.severity, "major"),
+            "categories": ["Bug Risk"],
+            "fingerprint": fingerprint,
+            "location": {"path": path, "lines": lines},
+        }
+        if d.help:
+            issue["content"] = {"body": d.help}
+        issues.append(issue)
+    return issues
+
+
+# -- JUnit XML: a test suite per file, a failed test case per finding, as ruff writes it -------------
+
+_NOT_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _xml(text: str) -> str:
+    """`text` with each character XML 1.0 cannot hold written as an escape, `\\x1b`."""
+    return _NOT_XML.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+
+
+def _junit(diagnostics: Sequence[Diagnostic]) -> str:
+    root = ElementTree.Element("testsuites", name=TOOL, tests=str(max(len(diagnostics), 1)),
+                               failures=str(len(diagnostics)), errors="0")
+    by_file: dict[str, list[Diagnostic]] = {}
+    for d in diagnostics:
+        by_file.setdefault(d.path, []).append(d)
+    if not by_file:  # a run without findings is a passed test, which CI shows as such
+        suite = ElementTree.SubElement(root, "testsuite", name=TOOL, tests="1", failures="0", errors="0")
+        ElementTree.SubElement(suite, "testcase", name="No findings", classname=TOOL)
+    for path, found in by_file.items():
+        suite = ElementTree.SubElement(root, "testsuite", name=_xml(path), tests=str(len(found)),
+                                       failures=str(len(found)), errors="0")
+        for d in found:
+            cell = f"cell {d.cell}:" if d.cell is not None else ""
+            case = ElementTree.SubElement(suite, "testcase", name=f"{TOOL}.{d.code}", classname=_xml(path),
+                                          file=_xml(path), line=str(d.row), column=str(d.col))
+            failure = ElementTree.SubElement(case, "failure", message=_xml(d.message), type=d.severity)
+            failure.text = _xml(f"{cell}line {d.row}, col {d.col}: {d.code} {d.message}"
+                                      + (f"\n{d.help}" if d.help else ""))
+    ElementTree.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ElementTree.tostring(root, encoding="unicode") + "\n"
+
+
+# -- rdjson: reviewdog's Diagnostic Format (proto/rdf in the reviewdog repository) -------------------
+
+def _rdjson(diagnostics: Sequence[Diagnostic]) -> dict[str, Any]:
+    """Columns count UTF-8 bytes here, not characters: each position is converted with its line."""
+    return {
+        "source": {"name": TOOL},
+        "severity": "ERROR" if any(d.severity == "error" for d in diagnostics) else "WARNING",
+        "diagnostics": [_rdjson_diagnostic(d) for d in diagnostics],
+    }
+
+
+def _rdjson_diagnostic(d: Diagnostic) -> dict[str, Any]:
+    found: dict[str, Any] = {"message": d.message, "severity": "WARNING" if d.severity == "warning" else "ERROR",
+                             "code": {"value": d.code}}
+    if d.cell is not None:  # rows count within the cell: the message names the place
+        found["message"] = f"cell {d.cell}, line {d.row}, column {d.col}: {d.message}"
+        found["location"] = {"path": d.path, "range": {"start": {"line": 1}}}
+        return found
+    line = functools.partial(_line, d)
+    found["location"] = {"path": d.path, "range": _rdjson_range(line, d.row, d.col, d.end_row, d.end_col)}
+    if d.fix is not None and d.fix.edits:
+        found["suggestions"] = [{"range": _rdjson_range(line, e.row, e.col, e.end_row, e.end_col), "text": e.content}
+                                for e in d.fix.edits]
+    if d.help:
+        found["original_output"] = d.help
+    return found
+
+
+def _rdjson_range(line, row: int, col: int, end_row: int, end_col: int) -> dict[str, Any]:
+    return {"start": {"line": row, "column": _byte_column(line(row), col)},
+            "end": {"line": end_row, "column": _byte_column(line(end_row), end_col)}}
+
+
+def _byte_column(text: str | None, col: int) -> int:
+    """The 1-based UTF-8 byte column of a 1-based character column (as is when the line is unknown)."""
+    if text is None:
+        return col
+    return len(text[:col - 1].encode("utf-8", "surrogatepass")) + 1 + max(col - 1 - len(text), 0)
+
+
+def _line(d: Diagnostic, row: int) -> str | None:
+    """The text of a row of the finding's file: its own line, else read from the file."""
+    if row == d.row and d.source_line:
+        return d.source_line
+    lines = _file_lines(d.path)
+    return lines[row - 1] if lines is not None and 0 < row <= len(lines) else None
+
+
+@functools.lru_cache(maxsize=64)
+def _file_lines(path: str) -> list[str] | None:
+    try:
+        with open(path, "rb") as file:
+            return file.read().decode("utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):  # standard input, a file gone since: columns as they are
+        return None
