@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import difflib
 import os
 import sys
 from collections.abc import Sequence
@@ -436,7 +435,7 @@ def run_fix(options: argparse.Namespace) -> int:
             elif new == data:
                 continue
             elif options.diff:
-                _write(sys.stdout, _unified_diff(job.display_path, data, new))
+                _write(sys.stdout, output.diff(job.display_path, data, new, _use_color(options.color, sys.stdout)))
             else:
                 try:
                     replace_file(job.path, new, data, job.display_path)
@@ -465,12 +464,6 @@ def run_fix(options: argparse.Namespace) -> int:
         return EXIT_FINDINGS if fixed_files and not options.exit_zero else EXIT_CLEAN
     return _finish(options, remaining, errors, sys.stderr if options.stdin_filename else sys.stdout, plan.unread,
                    plan.fixes.unsafe_fixes, plan.root)
-
-
-def _unified_diff(display_path: str, old: bytes, new: bytes) -> str:
-    old_text, new_text = (data.decode("utf-8", "surrogateescape") for data in (old, new))
-    return "".join(difflib.unified_diff(old_text.splitlines(keepends=True), new_text.splitlines(keepends=True),
-                                        f"a/{display_path}", f"b/{display_path}"))
 
 
 def _finish(options: argparse.Namespace, diagnostics: list[Diagnostic], errors: list[str],

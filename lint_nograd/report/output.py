@@ -7,6 +7,7 @@ SARIF carry every fix with its applicability.
 """
 from __future__ import annotations
 
+import difflib
 import functools
 import hashlib
 import json
@@ -74,6 +75,49 @@ def render(diagnostics: Sequence[Diagnostic], output_format: str, color: bool = 
     if output_format == "rdjson":
         return json.dumps(_rdjson(diagnostics), indent=2) + "\n"
     raise ValueError(f"unknown output format: {output_format}")
+
+
+def diff(display_path: str, old: bytes, new: bytes, color: bool = False) -> str:
+    """What `fix --diff` shows of a file: a unified diff; of a notebook, one for each code cell that
+    changed, of the cell's source, as ruff shows it (a diff of the JSON would bury it in quoting).
+    `color`: removed lines red, added ones green, as git colours them."""
+    texts = [data.decode("utf-8", "surrogateescape") for data in (old, new)]
+    pieces = [(f"a/{display_path}", f"b/{display_path}", *texts)]
+    if display_path.endswith(".ipynb"):
+        cells = [_cell_sources(text) for text in texts]
+        if None not in cells and len(cells[0]) == len(cells[1]):
+            pieces = [(f"a/{display_path}:cell {number}", f"b/{display_path}:cell {number}", before, after)
+                      for number, (before, after) in enumerate(zip(*cells), 1) if before != after]
+    lines = []
+    for old_name, new_name, before, after in pieces:
+        lines += difflib.unified_diff(_diff_lines(before), _diff_lines(after), old_name, new_name)
+    lines = [line if line.endswith("\n") else line + "\n" for line in lines]
+    if not color:
+        return "".join(lines)
+    paint = {"---": "1", "+++": "1", "@@": "36", "-": "31", "+": "32", "\\": "2"}
+    return "".join(_colored(line, next((ansi for start, ansi in paint.items() if line.startswith(start)), None))
+                   for line in lines)
+
+
+def _colored(line: str, ansi: str | None) -> str:
+    return line if ansi is None else f"\x1b[{ansi}m{line[:-1]}\x1b[0m\n"
+
+
+def _diff_lines(text: str) -> list[str]:
+    """The lines of a text for a diff; a last line without a line break says so, as git does."""
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith(("\n", "\r")):
+        lines[-1] += "\n\\ No newline at end of file\n"
+    return lines
+
+
+def _cell_sources(text: str) -> list[str] | None:
+    """The source of each cell of a notebook, in order; None when the text is no notebook."""
+    try:
+        cells = json.loads(text)["cells"]
+        return ["".join(cell.get("source", "")) for cell in cells]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 def applies(fix: Fix | None, unsafe_fixes: bool) -> bool:
