@@ -398,7 +398,8 @@ def watch(options: argparse.Namespace) -> int:
 
     status = check()
     _write(sys.stderr, "Watching for file changes.\n")
-    for _ in watchfiles.watch(*sorted(paths), debounce=200, step=50, watch_filter=Sources(extra_extensions=(".ipynb", ".toml"))):
+    sources = Sources(extra_extensions=(".ipynb", ".toml"))
+    for _ in watchfiles.watch(*sorted(paths), debounce=200, step=50, watch_filter=sources):
         _write(sys.stderr, "File change detected: checking again.\n")
         status = check()
         _write(sys.stderr, "Watching for file changes.\n")

@@ -19,7 +19,6 @@ from test_server import (  # noqa: E402
     CAPABILITIES,
     EXAMPLE,
     SERVER,
-    _session,
     actions,
     by_code,
     client,  # noqa: F401  (a fixture)
@@ -54,8 +53,8 @@ def apply(text: str, edits: list[types.TextEdit]) -> str:
     return text
 
 
-def open_text(client: LanguageClient, uri: str, text: str):
-    return lambda: client.text_document_did_open(types.DidOpenTextDocumentParams(
+def open_text(lsp: LanguageClient, uri: str, text: str):
+    return lambda: lsp.text_document_did_open(types.DidOpenTextDocumentParams(
         types.TextDocumentItem(uri, "python", 1, text)))
 
 
@@ -89,12 +88,12 @@ async def test_fix_all_of_a_file_without_a_last_line_break(client, project):  # 
     assert apply(text, fix_all.edit.changes[path.as_uri()]) == rewrite.fix_source(text.encode()).text
 
 
-async def raw_request(client: LanguageClient, method: str, params: dict):
+async def raw_request(lsp: LanguageClient, method: str, params: dict):
     """Send a request as given, params the server cannot read included; its result or its error."""
     msg_id = str(uuid.uuid4())
     future: Future = Future()
-    client.protocol._request_futures[msg_id] = future
-    client.protocol._send_data({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
+    lsp.protocol._request_futures[msg_id] = future
+    lsp.protocol._send_data({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
     return await asyncio.wait_for(asyncio.wrap_future(future), 30)
 
 
