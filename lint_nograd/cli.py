@@ -379,6 +379,7 @@ def watch(options: argparse.Namespace) -> int:
     root = load_config(options.config, Path.cwd(), options.isolated).root
     paths = {root, *(Path(os.path.abspath(path)) for path in options.paths if os.path.exists(path))}
     folders: set[str] = set()  # the folders the last run found files in
+    cache_dir = options.cache_dir and os.path.realpath(options.cache_dir)
 
     class Sources(watchfiles.PythonFilter):
         """A source file; or a folder, which a rename or move reports alone, not the files in it."""
@@ -386,6 +387,8 @@ def watch(options: argparse.Namespace) -> int:
         def __call__(self, change: watchfiles.Change, path: str) -> bool:
             if not watchfiles.DefaultFilter.__call__(self, change, path):  # .git, __pycache__, venvs
                 return False
+            if FOLDER_NAME in Path(path).parts or cache_dir and Path(path).is_relative_to(cache_dir):
+                return False  # what a check writes itself
             return (super().__call__(change, path) or change != watchfiles.Change.deleted and os.path.isdir(path)
                     or change == watchfiles.Change.deleted and path in folders)
 
