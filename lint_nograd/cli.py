@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import difflib
 import os
 import sys
 from collections.abc import Sequence
@@ -17,7 +16,7 @@ from pathlib import Path
 from typing import TextIO
 
 from lint_nograd import __version__
-from lint_nograd.analysis.releases import default_target, target
+from lint_nograd.analysis.releases import assumed_row, default_target, target
 from lint_nograd.fix.fixer import Fixer
 from lint_nograd.fix.settings import FixSettings, first_party_modules
 from lint_nograd.fix.write import WriteError, replace_file, write_file
@@ -58,6 +57,7 @@ class Plan:
     unread: int = 0  # folders and .gitignore files that could not be read: the summary says so
     torch_version: str = ""  # the torch release the findings are for: "2.13"
     stdin: bytes | None = None  # the source read from standard input, if any
+    assumed: str = ""  # a named release newer than the table: which row stands for it
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -225,6 +225,10 @@ def plan_jobs(options: argparse.Namespace, cwd: Path | None = None) -> Plan:
         warnings=list(found.unreadable),
         unread=len(found.unreadable),
     )
+    named = options.torch_version or config.torch_version
+    if named and assumed_row(named):
+        plan.assumed = (f"torch {named} is newer than the releases lint-nograd knows: "
+                        f"reporting what torch {assumed_row(named)} does")
     # the project the given files belong to: its other files are read for what they define and call
     root = project_root(config, [] if options.stdin_filename else given, cwd, options.isolated)
     plan.import_roots = [Path(os.path.normpath(root / src)) for src in config.src]
@@ -315,8 +319,12 @@ def run_check(options: argparse.Namespace) -> int:
 
 def _plan_and_cache(options: argparse.Namespace) -> tuple[Plan, Cache]:
     plan = plan_jobs(options)
+    options.planned = plan  # --watch watches the folders it found
     for warning in plan.warnings:
         _warn(options, warning)
+    if plan.assumed and not getattr(options, "said_assumed", False):  # once, however often --watch plans
+        options.said_assumed = True
+        _warn(options, plan.assumed)
     # a folder the user names is used where it leads; the default one may be a link planted in the repository
     cache = Cache(None if options.no_cache else Path(os.path.realpath(options.cache_dir)) if options.cache_dir
                   else (plan.root / FOLDER_NAME).absolute())
@@ -377,7 +385,8 @@ def _add_noqa(options: argparse.Namespace, plan: Plan, diagnostics: list[Diagnos
 
 
 def watch(options: argparse.Namespace) -> int:
-    """Check, then check again each time a source file or a configuration file changes, until Ctrl-C."""
+    """Check, then check again each time a source file, a configuration file or a folder holding
+    them changes, until Ctrl-C (exit 130, as any run stopped so)."""
     try:
         import watchfiles
     except ImportError:
@@ -385,18 +394,35 @@ def watch(options: argparse.Namespace) -> int:
     options.watch = False
     root = load_config(options.config, Path.cwd(), options.isolated).root
     paths = {root, *(Path(os.path.abspath(path)) for path in options.paths if os.path.exists(path))}
-    status = run_check(options)
+    folders: set[str] = set()  # the folders the last run found files in
+    cache_dir = options.cache_dir and os.path.realpath(options.cache_dir)
+
+    class Sources(watchfiles.PythonFilter):
+        """A source file; or a folder, which a rename or move reports alone, not the files in it."""
+
+        def __call__(self, change: watchfiles.Change, path: str) -> bool:
+            if not watchfiles.DefaultFilter.__call__(self, change, path):  # .git, __pycache__, venvs
+                return False
+            if FOLDER_NAME in Path(path).parts or cache_dir and Path(path).is_relative_to(cache_dir):
+                return False  # what a check writes itself
+            return (super().__call__(change, path) or change != watchfiles.Change.deleted and os.path.isdir(path)
+                    or change == watchfiles.Change.deleted and path in folders)
+
+    def check() -> int:
+        status = run_check(options)
+        folders.clear()
+        for path, _ in getattr(options, "planned", Plan()).project_files:
+            folders.update(str(folder) for folder in Path(os.path.abspath(path)).parents)
+        return status
+
+    status = check()
     _write(sys.stderr, "Watching for file changes.\n")
-    changes = watchfiles.watch(*sorted(paths), debounce=200, step=50,
-                               watch_filter=watchfiles.PythonFilter(extra_extensions=(".ipynb", ".toml")))
-    try:
-        for _ in changes:
-            _write(sys.stderr, "File change detected: checking again.\n")
-            status = run_check(options)
-            _write(sys.stderr, "Watching for file changes.\n")
-    except KeyboardInterrupt:  # the way to leave watch mode: the last run's status
-        pass
-    return status
+    sources = Sources(extra_extensions=(".ipynb", ".toml"))
+    for _ in watchfiles.watch(*sorted(paths), debounce=200, step=50, watch_filter=sources):
+        _write(sys.stderr, "File change detected: checking again.\n")
+        status = check()
+        _write(sys.stderr, "Watching for file changes.\n")
+    return status  # the watched folders are gone
 
 
 def run_fix(options: argparse.Namespace) -> int:
@@ -431,7 +457,7 @@ def run_fix(options: argparse.Namespace) -> int:
             elif new == data:
                 continue
             elif options.diff:
-                _write(sys.stdout, _unified_diff(job.display_path, data, new))
+                _write(sys.stdout, output.diff(job.display_path, data, new, _use_color(options.color, sys.stdout)))
             else:
                 try:
                     replace_file(job.path, new, data, job.display_path)
@@ -466,27 +492,22 @@ def run_fix(options: argparse.Namespace) -> int:
                    plan.fixes.unsafe_fixes, plan.root)
 
 
-def _unified_diff(display_path: str, old: bytes, new: bytes) -> str:
-    old_text, new_text = (data.decode("utf-8", "surrogateescape") for data in (old, new))
-    return "".join(difflib.unified_diff(old_text.splitlines(keepends=True), new_text.splitlines(keepends=True),
-                                        f"a/{display_path}", f"b/{display_path}"))
-
-
 def _finish(options: argparse.Namespace, diagnostics: list[Diagnostic], errors: list[str],
             stream: TextIO | None = None, unread: int = 0, unsafe_fixes: bool = False,
             root: Path = Path(".")) -> int:
     """Report the findings and errors of a run (to `--output-file`, if given); the exit status."""
     stream = stream or sys.stdout
     text_format = options.output_format in output.TEXT_FORMATS and not options.quiet  # -q: findings only
+    width = output.terminal_width(None if options.output_file else stream)  # a file: COLUMNS, else 80
     if options.statistics:
         text = output.statistics(diagnostics, options.output_format, unsafe_fixes)
     else:
         color = options.color == "always" if options.output_file else _use_color(options.color, stream)
-        # SARIF names files from the repository's root, which is where code scanning looks for them
-        source_root = repository_root(root.absolute()) if options.output_format == "sarif" else None
-        text = output.render(diagnostics, options.output_format, color, unsafe_fixes, source_root)
+        # SARIF and GitLab name files from the repository's root, which is where CI looks for them
+        source_root = repository_root(root.absolute()) if options.output_format in ("sarif", "gitlab") else None
+        text = output.render(diagnostics, options.output_format, color, unsafe_fixes, source_root, width)
     if text_format and (diagnostics or not errors):
-        text += output.summary(diagnostics, unsafe_fixes)
+        text += output.summary(diagnostics, unsafe_fixes, width if options.output_format == "full" else None)
     if text_format and unread:
         text += f"Part of the tree could not be read (see {unread} warning{'s' * (unread != 1)}).\n"
     if options.output_file:

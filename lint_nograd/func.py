@@ -42,7 +42,7 @@ around the call is read from grad mode alone. `torch.compile` of `torch.func.jac
 
 Everything else is `torch.func`'s: signatures, keyword arguments, `has_aux`, `argnums`, pytrees,
 error messages. `torch.func.linearize` cannot be nested in forward mode or vmapped; the shim's
-cannot either. Supported torch releases: `lint_nograd.analysis.releases.SUPPORTED` (2.5.1 to 2.14).
+cannot either. Supported torch releases: `lint_nograd.analysis.releases.SUPPORTED` (2.5.1 and newer).
 """
 
 from __future__ import annotations

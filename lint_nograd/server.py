@@ -13,13 +13,16 @@ import asyncio
 import functools
 import json
 import os
+import re
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidRequest
 from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
 from pygls.uris import from_fs_path, to_fs_path
 
 from lint_nograd import __version__
@@ -152,9 +155,50 @@ class Checked:
                 and (d.row - 1, d.col - 1) <= end and start <= (d.end_row - 1, d.end_col - 1)]
 
 
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")  # what the protocol counts as the end of a line
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")  # a line with its line break
+
+
+def lines_of(text: str) -> list[str]:
+    """A document's lines as the protocol numbers them: `\\r\\n`, `\\r` and `\\n` each end one."""
+    return _LINE_BREAK.split(text)
+
+
+@dataclass
+class _Refused:
+    """A request whose params do not fit its method: it is answered with the error."""
+
+    id: object
+    error: JsonRpcException
+
+
+class Protocol(LanguageServerProtocol):
+    """pygls's protocol, where every request gets a response: one whose params do not fit its method
+    (a hover without a position, a negative character) gets InvalidParams, and one after `shutdown`
+    gets InvalidRequest, where pygls would leave the client waiting."""
+
+    def structure_message(self, data):
+        try:
+            return super().structure_message(data)
+        except JsonRpcException as error:
+            if isinstance(data, dict) and "id" in data and "method" in data:
+                return _Refused(data["id"], type(error)(f"{error.message}: {data['method']}"))
+            raise
+
+    def handle_message(self, message) -> None:
+        if isinstance(message, _Refused):
+            self._send_response(message.id, None, message.error.to_response_error())
+        elif self._shutdown and hasattr(message, "id") and getattr(message, "method", types.EXIT) != types.EXIT:
+            error = JsonRpcInvalidRequest(f"the server is shut down: {message.method}")
+            self._send_response(message.id, None, error.to_response_error())
+        else:
+            super().handle_message(message)
+
+
 class LintServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__(NAME, __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+        super().__init__(NAME, __version__, protocol_cls=Protocol,
+                         text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
                          notebook_document_sync=types.NotebookDocumentSyncOptions(notebook_selector=[
                              types.NotebookDocumentFilterWithCells(
                                  notebook="*", cells=[types.NotebookCellLanguage(language="python")])],
@@ -266,7 +310,7 @@ class LintServer(LanguageServer):
 
     def range(self, text: str, row: int, col: int, end_row: int, end_col: int) -> types.Range:
         """The protocol's range of 1-based (row, column) positions that count characters."""
-        return self.workspace.position_codec.range_to_client_units(text.split("\n"), types.Range(
+        return self.workspace.position_codec.range_to_client_units(lines_of(text), types.Range(
             types.Position(row - 1, col - 1), types.Position(end_row - 1, end_col - 1)))
 
     def to_lsp(self, diagnostic: Diagnostic, checked: Checked) -> types.Diagnostic:
@@ -299,18 +343,23 @@ class LintServer(LanguageServer):
         return types.TextEdit(self.range(text, edit.row, edit.col, edit.end_row, edit.end_col), edit.content)
 
     def replace_text(self, old: str, new: str) -> types.TextEdit:
-        """One edit that turns `old` into `new`, spanning only the lines that differ."""
-        old_lines, new_lines = old.split("\n"), new.split("\n")
+        """One edit that turns `old` into `new`, spanning only the lines that differ (lines as the
+        protocol counts them, each with its own line break)."""
+        old_lines, new_lines = _LINE.findall(old), _LINE.findall(new)
         top = 0
-        while top < min(len(old_lines), len(new_lines)) - 1 and old_lines[top] == new_lines[top]:
+        while top < min(len(old_lines), len(new_lines)) and old_lines[top] == new_lines[top]:
             top += 1
         bottom = 0
-        while (bottom < min(len(old_lines), len(new_lines)) - top - 1
+        while (bottom < min(len(old_lines), len(new_lines)) - top
                and old_lines[-1 - bottom] == new_lines[-1 - bottom]):
             bottom += 1
-        content = "\n".join(new_lines[top:len(new_lines) - bottom])
-        end_row = len(old_lines) - bottom
-        return types.TextEdit(self.range(old, top + 1, 1, end_row, len(old_lines[end_row - 1]) + 1), content)
+        content = "".join(new_lines[top:len(new_lines) - bottom])
+        end = len(old_lines) - bottom  # the edit ends where this line starts, or at the end of the text
+        if end < len(old_lines) or not old_lines or _LINE_BREAK.search(old_lines[-1]):
+            end_row, end_col = end + 1, 1
+        else:  # up to the end of a last line that has no line break
+            end_row, end_col = end, len(old_lines[-1]) + 1
+        return types.TextEdit(self.range(old, top + 1, 1, end_row, end_col), content)
 
     def fix_all(self, checked: Checked) -> dict[str, list[types.TextEdit]]:
         """Runs in the checker: every fix the settings apply, in each document that changes."""
@@ -432,7 +481,7 @@ def create_server() -> LintServer:
         only = params.context.only
         actions, fixable_here = [], False
         if _wanted(types.CodeActionKind.QuickFix, only):
-            here = ls.workspace.position_codec.range_from_client_units(text.split("\n"), params.range)
+            here = ls.workspace.position_codec.range_from_client_units(lines_of(text), params.range)
             for found in checked.at(uri, (here.start.line, here.start.character),
                                     (here.end.line, here.end.character)):
                 diagnostic = [ls.to_lsp(found, checked)]
@@ -463,7 +512,7 @@ def create_server() -> LintServer:
         if checked is None:
             return None
         text = checked.source.texts.get(uri, "")
-        here = ls.workspace.position_codec.position_from_client_units(text.split("\n"), params.position)
+        here = ls.workspace.position_codec.position_from_client_units(lines_of(text), params.position)
         found = checked.at(uri, (here.line, here.character), (here.line, here.character))
         pages = [output.rule_page(code) or code for code in dict.fromkeys(d.code for d in found)]
         if not pages:

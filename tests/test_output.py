@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import pytest
@@ -60,14 +61,61 @@ def test_full_caret_line(source, col, end_row, end_col, caret_line):
     assert output.render([diagnostic], "full").splitlines()[3] == "  | " + caret_line
 
 
-def test_full_wraps_help_and_notes_at_100_columns():
+@pytest.mark.parametrize("width", [40, 80, 100])
+def test_full_wraps_header_help_and_notes_at_the_width(width):
     words = " ".join(["because"] * 40)
-    diagnostic = Diagnostic("NG001", "m", "a.py", 1, 1, 1, 2, help=words,
+    diagnostic = Diagnostic("NG001", "message " * 12, "a.py", 1, 1, 1, 2, help=words, source_line="x = 1" * 30,
                             related=(Related(words, "n.ipynb", 2, 1, 2, 3, cell=4),))
-    lines = output.render([diagnostic], "full").splitlines()
-    assert lines[1].startswith("  = note: n.ipynb:cell 4:2:1: because because") and lines[2].startswith(" " * 10 + "because")
+    lines = output.render([diagnostic], "full", width=width).splitlines()
+    assert lines[0].startswith("a.py:1:1: NG001 message message") and lines[1].startswith("  message")
+    notes = [number for number, line in enumerate(lines) if line.startswith("  = note: n.ipynb:cell 4:2:1: ")]
+    assert notes and lines[notes[0] + 1].startswith(" " * 10 + "because")
     assert any(line.startswith("  = help: because") for line in lines)
-    assert all(len(line) <= output.WIDTH for line in lines) and "\n".join(lines).count("because") == 80
+    source = f"1 | {'x = 1' * 30}"
+    assert all(len(line) <= width for line in lines if line != source), lines  # the source line stays whole
+    assert source in lines and "\n".join(lines).count("because") == 80
+    assert "\n".join(lines).count("message") == 12
+
+
+def test_a_word_longer_than_a_line_is_cut_and_colour_keeps_the_widths():
+    path = "a/" + "very_long_folder/" * 6 + "m.py"
+    diagnostic = Diagnostic("NG001", "short", path, 1, 1, 1, 2, help="see " + "x" * 70)
+    for color in (False, True):
+        text = output.render([diagnostic], "full", color=color, width=40)
+        plain = re.sub("\x1b\\[[0-9;]*m", "", text)
+        assert all(len(line) <= 40 for line in plain.splitlines()), plain
+        assert "".join(line.strip() for line in plain.splitlines()).startswith(f"{path}:1:1:")
+
+
+def test_the_summary_wraps_at_the_width_and_stays_one_line_without_one():
+    diagnostics = [UNSAFE, FIXABLE]
+    long = output.summary(diagnostics)
+    assert max(len(line) for line in long.splitlines()) > 60
+    wrapped = output.summary(diagnostics, width=60)
+    assert all(len(line) <= 60 for line in wrapped.splitlines())
+    assert " ".join(wrapped.split()) == " ".join(long.split())
+
+
+@pytest.mark.parametrize("columns, stream_is_a_terminal, width", [
+    ("120", False, 120), ("", False, 80), ("nonsense", False, 80), ("10", False, output.MIN_WIDTH),
+    (None, True, 57),  # a terminal's own width
+])
+def test_the_width_is_columns_else_the_terminal_else_80(monkeypatch, columns, stream_is_a_terminal, width):
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    monkeypatch.setattr(os, "get_terminal_size", lambda fd: os.terminal_size((57, 24)))
+
+    class Stream:
+        def isatty(self):
+            return stream_is_a_terminal
+
+        def fileno(self):
+            return 1
+
+    assert output.terminal_width(Stream()) == width
+    assert output.terminal_width(None) == (width if columns else 80)
 
 
 def test_full_without_source_line_is_the_header_only():

@@ -66,13 +66,14 @@ def test_the_table_does_not_import_torch():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_pyproject_states_the_tested_range():
+def test_pyproject_states_the_floor_and_no_cap():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    wanted = f"torch>={SUPPORTED[0]},<{SUPPORTED[1]}"
     extras = project["optional-dependencies"]
-    assert wanted in extras["torch"] and wanted in extras["test"]
-    assert min(TESTED, key=parse_version) == SUPPORTED[0]
-    assert all(parse_version(version) < parse_version(SUPPORTED[1]) for version in TESTED)
+    for extra in ("torch", "test"):  # a cap would make pip replace a newer torch the user has
+        assert [need for need in extras[extra] if need.startswith("torch")] == [f"torch>={SUPPORTED}"]
+    assert min(TESTED, key=parse_version) == SUPPORTED
+    # the newest release tested is the newest row: CI measures what the table says of it
+    assert parse_version(max(TESTED, key=parse_version))[:2] == parse_version(RELEASES[-1].release)[:2]
 
 
 def test_ci_and_readme_name_the_tested_releases():
@@ -81,6 +82,33 @@ def test_ci_and_readme_name_the_tested_releases():
     for version in TESTED:
         assert f"torch=={version}" in ci, version
         assert version in readme, version
+
+
+def test_ci_lifts_the_machines_pip_cap_for_the_newest_release_only():
+    """The newest release is above the cap of the machines' pip constraints: its installs, and no
+    other, run with `PIP_CONSTRAINT=/dev/null`."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    newest = max(TESTED, key=parse_version)
+    assert f'newest_torch="torch=={newest}"' in ci
+    lifted = [line for line in ci.splitlines() if "PIP_CONSTRAINT" in line and not line.lstrip().startswith("#")]
+    assert len(lifted) == 1 and lifted[0].lstrip("& ").startswith("PIP_CONSTRAINT=/dev/null make_venv")
+    assert '"$newest_torch" "$newest_torchvision"' in lifted[0]
+
+
+def test_a_release_newer_than_the_table_is_its_newest_row():
+    newest = RELEASES[-1]
+    assert releases.assumed_row("2.99") == newest.release
+    assert releases.assumed_row("3.0.1") == newest.release
+    assert behaviour("2.99.0") is newest
+    for row in RELEASES:
+        assert releases.assumed_row(row.measured_on) is None
+    assert releases.assumed_row("2.4") is None
+
+
+def test_the_2_15_row_is_the_2_14_row_measured_on_2_15_0():
+    row, before = behaviour("2.15.0"), behaviour("2.14.1")
+    assert (row.release, row.measured_on) == ("2.15", "2.15.0")
+    assert dataclasses.replace(before, release=row.release, measured_on=row.measured_on) == row
 
 
 def test_the_row_of_this_release_is_what_torch_does():

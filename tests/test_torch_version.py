@@ -136,3 +136,25 @@ def test_the_installed_torch_is_read_from_its_metadata_folder(tmp_path, monkeypa
     (tmp_path / folder).mkdir()
     monkeypatch.setattr(sys, "path", [str(tmp_path / "missing"), str(tmp_path)])
     assert releases.installed_torch() == version
+
+
+@pytest.mark.parametrize("where", ["option", "setting"])
+def test_a_release_newer_than_the_table_is_reported_as_its_newest_row_said_once(project, where):
+    newest = releases.RELEASES[-1].release
+    args = ["--torch-version", "2.99"] if where == "option" else []
+    if where == "setting":
+        (project / "pyproject.toml").write_text('[tool.lint-nograd]\ntorch-version = "2.99.1"\n')
+    done = lint_nograd(project, "check", "--no-cache", "--output-format", "json", *args)
+    as_newest = findings(lint_nograd(project, "check", "--no-cache", "--output-format", "json",
+                                     "--torch-version", newest))
+    assert findings(done) == [(code, severity, message.replace(f"torch {newest}", "torch 2.99"))
+                              for code, severity, message in as_newest]
+    named = "2.99" if where == "option" else "2.99"
+    assert done.stderr == (f"lint-nograd: warning: torch {named} is newer than the releases lint-nograd knows: "
+                           f"reporting what torch {newest} does\n")
+
+
+def test_a_release_the_table_covers_says_nothing(project):
+    done = lint_nograd(project, "check", "--no-cache", "--output-format", "json", "--torch-version",
+                       releases.RELEASES[-1].measured_on)
+    assert done.returncode == 1 and done.stderr == ""

@@ -19,8 +19,8 @@ from types import MappingProxyType
 from typing import ClassVar, Literal, Mapping
 
 __all__ = [
-    "Behaviour", "RELEASES", "SUPPORTED", "TESTED", "TRANSFORMS", "behaviour", "default_target",
-    "installed_torch", "parse_version", "target", "until",
+    "Behaviour", "RELEASES", "SUPPORTED", "TESTED", "TRANSFORMS", "assumed_row", "behaviour",
+    "default_target", "installed_torch", "parse_version", "target", "until",
 ]  # fmt: skip
 
 TRANSFORMS = ("grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "linearize")
@@ -127,13 +127,15 @@ _2_12 = replace(_2_11, release="2.12", measured_on="2.12.1", outer_inference_mod
 _2_13 = replace(_2_12, release="2.13", measured_on="2.13.0")
 # make_fx records detach as aten.alias (pytorch PR 186845)
 _2_14 = replace(_2_13, release="2.14", measured_on="2.14.1", make_fx_keeps_detach=False)
+_2_15 = replace(_2_14, release="2.15", measured_on="2.15.0")
 
-RELEASES: tuple[Behaviour, ...] = (_2_1, _2_4, _2_5, _2_11, _2_12, _2_13, _2_14)
+RELEASES: tuple[Behaviour, ...] = (_2_1, _2_4, _2_5, _2_11, _2_12, _2_13, _2_14, _2_15)
 
-SUPPORTED = ("2.5.1", "2.15")
-"""The releases lint_nograd's runtime shim supports: from the first, up to (not including) the
-second; pyproject.toml says the same."""
-TESTED = ("2.5.1", "2.13.0", "2.14.1")
+SUPPORTED = "2.5.1"
+"""The oldest release lint_nograd's runtime shim supports; pyproject.toml says the same. There is
+no upper bound (a library that caps torch forces its users to downgrade): a newer release is
+treated as the newest row."""
+TESTED = ("2.5.1", "2.13.0", "2.15.0")
 """The releases CI runs the tests on."""
 
 
@@ -153,6 +155,13 @@ def behaviour(version: str) -> Behaviour:
     if not rows:
         raise ValueError(f"torch {version} is older than the table, which starts at 2.1")
     return rows[-1]
+
+
+def assumed_row(version: str) -> str | None:
+    """For a release newer than the newest row ("2.16"), the release of that row, which stands for
+    it ("2.15"); None for a release the table covers."""
+    newest = RELEASES[-1]
+    return newest.release if parse_version(version)[:2] > parse_version(newest.release)[:2] else None
 
 
 # -- the release a run reports for: `torch-version`, else the torch installed, else the newest row --

@@ -1,4 +1,5 @@
-"""Diagnostics as text: `concise`, `full`, `json`, `sarif` or `github`, plus the summary lines.
+"""Diagnostics as text: `concise`, `full`, `json`, `sarif`, `github`, `gitlab` (GitLab Code
+Quality), `junit` (JUnit XML) or `rdjson` (reviewdog), plus the summary lines.
 
 A fix is `safe` or `unsafe` (as in ruff): the text formats mark with `[*]` the findings whose fix
 a run would apply (unsafe ones only with `--unsafe-fixes`) and count the others as hidden; JSON and
@@ -6,10 +7,14 @@ SARIF carry every fix with its applicability.
 """
 from __future__ import annotations
 
+import difflib
+import functools
+import hashlib
 import json
 import os
 import re
 import textwrap
+import xml.etree.ElementTree as ElementTree
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,8 +25,10 @@ from lint_nograd import __version__
 from lint_nograd.report.diagnostics import Diagnostic, Edit, Fix, Related
 from lint_nograd.report.registry import RULES, Rule
 
-FORMATS = ("full", "concise", "json", "sarif", "github")
+FORMATS = ("full", "concise", "json", "sarif", "github", "gitlab", "junit", "rdjson")
 TEXT_FORMATS = ("full", "concise")  # the ones followed by a summary and that may use colour
+WIDTH = 80  # the columns of text output that is not at a terminal, and without COLUMNS
+MIN_WIDTH = 40  # a narrower terminal still gets lines this long
 TOOL = "lint-nograd"
 FIX_COMMAND = "lint-nograd fix"
 
@@ -47,9 +54,10 @@ def rule_page_uri(code: str) -> str | None:
 
 
 def render(diagnostics: Sequence[Diagnostic], output_format: str, color: bool = False,
-           unsafe_fixes: bool = False, source_root: Path | None = None) -> str:
-    """`source_root`: SARIF gives the paths of files under it relative to it, as `%SRCROOT%`."""
-    style = _Style(color, unsafe_fixes)
+           unsafe_fixes: bool = False, source_root: Path | None = None, width: int = WIDTH) -> str:
+    """`source_root`: SARIF gives the paths of files under it relative to it, as `%SRCROOT%`;
+    `width`: the columns `full` output fits in, but for source lines."""
+    style = _Style(color, unsafe_fixes, width)
     if output_format == "full":
         return "".join(_full(diagnostic, style) + "\n" for diagnostic in diagnostics)
     if output_format == "concise":
@@ -60,7 +68,56 @@ def render(diagnostics: Sequence[Diagnostic], output_format: str, color: bool = 
         return json.dumps(_sarif(diagnostics, source_root), indent=2) + "\n"
     if output_format == "github":
         return "".join(_github(diagnostic) + "\n" for diagnostic in diagnostics)
+    if output_format == "gitlab":
+        return json.dumps(_gitlab(diagnostics, source_root), indent=2) + "\n"
+    if output_format == "junit":
+        return _junit(diagnostics)
+    if output_format == "rdjson":
+        return json.dumps(_rdjson(diagnostics), indent=2) + "\n"
     raise ValueError(f"unknown output format: {output_format}")
+
+
+def diff(display_path: str, old: bytes, new: bytes, color: bool = False) -> str:
+    """What `fix --diff` shows of a file: a unified diff; of a notebook, one for each code cell that
+    changed, of the cell's source, as ruff shows it (a diff of the JSON would bury it in quoting).
+    `color`: removed lines red, added ones green, as git colours them."""
+    texts = [data.decode("utf-8", "surrogateescape") for data in (old, new)]
+    pieces = [(f"a/{display_path}", f"b/{display_path}", *texts)]
+    if display_path.endswith(".ipynb"):
+        cells = [_cell_sources(text) for text in texts]
+        if None not in cells and len(cells[0]) == len(cells[1]):
+            pieces = [(f"a/{display_path}:cell {number}", f"b/{display_path}:cell {number}", before, after)
+                      for number, (before, after) in enumerate(zip(*cells), 1) if before != after]
+    lines = []
+    for old_name, new_name, before, after in pieces:
+        lines += difflib.unified_diff(_diff_lines(before), _diff_lines(after), old_name, new_name)
+    lines = [line if line.endswith("\n") else line + "\n" for line in lines]
+    if not color:
+        return "".join(lines)
+    paint = {"---": "1", "+++": "1", "@@": "36", "-": "31", "+": "32", "\\": "2"}
+    return "".join(_colored(line, next((ansi for start, ansi in paint.items() if line.startswith(start)), None))
+                   for line in lines)
+
+
+def _colored(line: str, ansi: str | None) -> str:
+    return line if ansi is None else f"\x1b[{ansi}m{line[:-1]}\x1b[0m\n"
+
+
+def _diff_lines(text: str) -> list[str]:
+    """The lines of a text for a diff; a last line without a line break says so, as git does."""
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith(("\n", "\r")):
+        lines[-1] += "\n\\ No newline at end of file\n"
+    return lines
+
+
+def _cell_sources(text: str) -> list[str] | None:
+    """The source of each cell of a notebook, in order; None when the text is no notebook."""
+    try:
+        cells = json.loads(text)["cells"]
+        return ["".join(cell.get("source", "")) for cell in cells]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 def applies(fix: Fix | None, unsafe_fixes: bool) -> bool:
@@ -68,8 +125,31 @@ def applies(fix: Fix | None, unsafe_fixes: bool) -> bool:
     return fix is not None and (fix.applicability == "safe" or unsafe_fixes)
 
 
-def summary(diagnostics: Sequence[Diagnostic], unsafe_fixes: bool = False) -> str:
-    """`Found 3 errors and 2 warnings.`, then what the fixes would do; `No findings.` for none."""
+def summary(diagnostics: Sequence[Diagnostic], unsafe_fixes: bool = False, width: int | None = None) -> str:
+    """`Found 3 errors and 2 warnings.`, then what the fixes would do; `No findings.` for none.
+    With `width`, each line is wrapped to that many columns."""
+    text = _summary(diagnostics, unsafe_fixes)
+    if width is None:
+        return text
+    return "".join("\n".join(_wrap(line, width, "", "  ")) + "\n" for line in text.splitlines())
+
+
+def terminal_width(stream: object = None) -> int:
+    """The columns text output should fit in: `COLUMNS`, else the width of the terminal `stream`
+    is, else (a file, a pipe) 80; never less than `MIN_WIDTH`."""
+    try:
+        columns = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(stream.fileno()).columns if stream.isatty() else WIDTH
+        except (AttributeError, OSError, ValueError):  # no stream, a closed one, a pseudo-file
+            columns = WIDTH
+    return max(columns, MIN_WIDTH)
+
+
+def _summary(diagnostics: Sequence[Diagnostic], unsafe_fixes: bool = False) -> str:
     if not diagnostics:
         return "No findings.\n"
     counts = Counter(diagnostic.severity for diagnostic in diagnostics)
@@ -129,9 +209,10 @@ def statistics(diagnostics: Sequence[Diagnostic], output_format: str, unsafe_fix
 class _Style:
     """ANSI colours for the text formats: bold path, red code and carets; which fixes a run applies."""
 
-    def __init__(self, color: bool, unsafe_fixes: bool = False) -> None:
+    def __init__(self, color: bool, unsafe_fixes: bool = False, width: int = 80) -> None:
         self.color = color
         self.unsafe_fixes = unsafe_fixes
+        self.width = width
 
     def _paint(self, text: str, ansi: str) -> str:
         return f"\x1b[{ansi}m{text}\x1b[0m" if self.color else text
@@ -158,20 +239,25 @@ def _printable(text: str) -> str:
     return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
 
 
-def _header(d: Diagnostic, style: _Style) -> str:
-    marker = style.fixable("[*]") + " " if applies(d.fix, style.unsafe_fixes) else ""
+def _header(d: Diagnostic, style: _Style, width: int | None = None) -> str:
+    """`path:row:col: CODE [*] message`; with `width`, the message wrapped to it, under an indent."""
+    marker = "[*]" if applies(d.fix, style.unsafe_fixes) else ""
     cell = f"cell {d.cell}:" if d.cell is not None else ""
     path, message = _printable(d.path), _printable(d.message)
-    return f"{style.path(path)}:{cell}{d.row}:{d.col}: {style.code(d.code)} {marker}{message}"
+    prefix = f"{path}:{cell}{d.row}:{d.col}: {d.code} {marker + ' ' if marker else ''}"
+    lines = [prefix + message] if width is None else _wrap(message, width, prefix, "  ")
+    if lines[0].startswith(prefix):  # else the place alone is wider than a line: no colour
+        colored = f"{style.path(path)}:{cell}{d.row}:{d.col}: {style.code(d.code)} "
+        lines[0] = colored + (style.fixable(marker) + " " if marker else "") + lines[0][len(prefix):]
+    return "\n".join(lines)
 
 
-WIDTH = 100  # the columns of a `help` or `note` line in `full` output, as of a message
 
 
 def _full(d: Diagnostic, style: _Style) -> str:
     """The concise line, then the source line with carets under the reported columns, then a
     `note` for each related place, the `help` and the fix."""
-    lines = [_header(d, style)]
+    lines = [_header(d, style, style.width)]
     gutter = " " * len(str(d.row))
     source = d.source_line.rstrip("\r\n")
     if source:
@@ -186,12 +272,12 @@ def _full(d: Diagnostic, style: _Style) -> str:
             f"{gutter} |",
         ]
     for related in d.related:
-        lines += _wrapped(f"{gutter} = note: ", f"{_related_place(related)}: {related.message}")
+        lines += _wrapped(f"{gutter} = note: ", f"{_related_place(related)}: {related.message}", style.width)
     if d.help:
-        lines += _wrapped(f"{gutter} = help: ", d.help)
+        lines += _wrapped(f"{gutter} = help: ", d.help, style.width)
     if d.fix is not None:
         hidden = "" if applies(d.fix, style.unsafe_fixes) else " (an unsafe fix: `--unsafe-fixes` applies it)"
-        lines += _wrapped(f"{gutter} = fix: ", f"{d.fix.message}{hidden}")
+        lines += _wrapped(f"{gutter} = fix: ", f"{d.fix.message}{hidden}", style.width)
     return "\n".join(lines) + "\n"
 
 
@@ -200,11 +286,20 @@ def _related_place(related: Related) -> str:
     return f"{_printable(related.path)}:{cell}{related.row}:{related.col}"
 
 
-def _wrapped(label: str, text: str) -> list[str]:
-    """`label` then `text`, wrapped at `WIDTH` columns under the text's start."""
-    indent = " " * len(label)
-    return textwrap.wrap(_printable(text), WIDTH, initial_indent=label, subsequent_indent=indent,
-                         break_long_words=False, break_on_hyphens=False) or [label.rstrip()]
+def _wrapped(label: str, text: str, width: int) -> list[str]:
+    """`label` then `text`, wrapped at `width` columns under the text's start."""
+    return _wrap(_printable(text), width, label, " " * len(label)) or [label.rstrip()]
+
+
+def _wrap(text: str, width: int, first: str, indent: str) -> list[str]:
+    """`text` after `first` in lines of at most `width` columns, the others after `indent`; a word
+    longer than a line (a long path, say) is cut where the line ends."""
+    if len(indent) > width // 2:  # a deep label on a narrow terminal: the text goes on under a short one
+        indent = indent[: width // 4]
+    if len(first) >= width:
+        return [*_wrap(first.rstrip(), width, "", indent), *_wrap(text, width, indent, indent)]
+    return textwrap.wrap(text, width, initial_indent=first, subsequent_indent=indent,
+                         break_long_words=True, break_on_hyphens=False)
 
 
 def _name(code: str) -> str:
@@ -387,3 +482,125 @@ def _escape_data(text: str) -> str:
 
 def _escape_property(text: str) -> str:
     return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+# -- GitLab Code Quality: a Code Climate subset (docs.gitlab.com, ci/testing/code_quality) -----------
+
+_GITLAB_SEVERITY = {"error": "major", "warning": "minor"}
+_ROW_IN_MESSAGE = re.compile(r"(line |\.pyi?:)\d+")  # "the region (line 40)": it moves with the finding
+
+
+def _gitlab(diagnostics: Sequence[Diagnostic], source_root: Path | None) -> list[dict[str, Any]]:
+    """One issue per finding, its path relative to the repository. The fingerprint leaves out the
+    rows, so that a finding moved by an edit above it is the same finding in a merge request."""
+    issues, seen = [], Counter()
+    for d in diagnostics:
+        path = _artifact(d.path, source_root)["uri"] if source_root is not None else Path(d.path).as_posix()
+        key = (d.code, path, d.cell, d.source_line.strip(), _ROW_IN_MESSAGE.sub(r"\1#", d.message))
+        seen[key] += 1
+        fingerprint = hashlib.sha256(json.dumps([*key, seen[key]]).encode()).hexdigest()
+        where = f"cell {d.cell}, line {d.row}: " if d.cell is not None else ""
+        lines = {"begin": 1} if d.cell is not None else {"begin": d.row, "end": d.end_row}
+        issue: dict[str, Any] = {
+            "type": "issue",
+            "check_name": d.code,
+            "description": f"{where}{d.message}",
+            "severity": _GITLAB_SEVERITY.get(d.severity, "major"),
+            "categories": ["Bug Risk"],
+            "fingerprint": fingerprint,
+            "location": {"path": path, "lines": lines},
+        }
+        if d.help:
+            issue["content"] = {"body": d.help}
+        issues.append(issue)
+    return issues
+
+
+# -- JUnit XML: a test suite per file, a failed test case per finding, as ruff writes it -------------
+
+_NOT_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _xml(text: str) -> str:
+    """`text` with each character XML 1.0 cannot hold written as an escape, `\\x1b`."""
+    return _NOT_XML.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+
+
+def _junit(diagnostics: Sequence[Diagnostic]) -> str:
+    root = ElementTree.Element("testsuites", name=TOOL, tests=str(max(len(diagnostics), 1)),
+                               failures=str(len(diagnostics)), errors="0")
+    by_file: dict[str, list[Diagnostic]] = {}
+    for d in diagnostics:
+        by_file.setdefault(d.path, []).append(d)
+    if not by_file:  # a run without findings is a passed test, which CI shows as such
+        suite = ElementTree.SubElement(root, "testsuite", name=TOOL, tests="1", failures="0", errors="0")
+        ElementTree.SubElement(suite, "testcase", name="No findings", classname=TOOL)
+    for path, found in by_file.items():
+        suite = ElementTree.SubElement(root, "testsuite", name=_xml(path), tests=str(len(found)),
+                                       failures=str(len(found)), errors="0")
+        for d in found:
+            cell = f"cell {d.cell}:" if d.cell is not None else ""
+            case = ElementTree.SubElement(suite, "testcase", name=f"{TOOL}.{d.code}", classname=_xml(path),
+                                          file=_xml(path), line=str(d.row), column=str(d.col))
+            failure = ElementTree.SubElement(case, "failure", message=_xml(d.message), type=d.severity)
+            failure.text = _xml(f"{cell}line {d.row}, col {d.col}: {d.code} {d.message}"
+                                      + (f"\n{d.help}" if d.help else ""))
+    ElementTree.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ElementTree.tostring(root, encoding="unicode") + "\n"
+
+
+# -- rdjson: reviewdog's Diagnostic Format (proto/rdf in the reviewdog repository) -------------------
+
+def _rdjson(diagnostics: Sequence[Diagnostic]) -> dict[str, Any]:
+    """Columns count UTF-8 bytes here, not characters: each position is converted with its line."""
+    return {
+        "source": {"name": TOOL},
+        "severity": "ERROR" if any(d.severity == "error" for d in diagnostics) else "WARNING",
+        "diagnostics": [_rdjson_diagnostic(d) for d in diagnostics],
+    }
+
+
+def _rdjson_diagnostic(d: Diagnostic) -> dict[str, Any]:
+    found: dict[str, Any] = {"message": d.message, "severity": "WARNING" if d.severity == "warning" else "ERROR",
+                             "code": {"value": d.code}}
+    if d.cell is not None:  # rows count within the cell: the message names the place
+        found["message"] = f"cell {d.cell}, line {d.row}, column {d.col}: {d.message}"
+        found["location"] = {"path": d.path, "range": {"start": {"line": 1}}}
+        return found
+    line = functools.partial(_line, d)
+    found["location"] = {"path": d.path, "range": _rdjson_range(line, d.row, d.col, d.end_row, d.end_col)}
+    if d.fix is not None and d.fix.edits:
+        found["suggestions"] = [{"range": _rdjson_range(line, e.row, e.col, e.end_row, e.end_col), "text": e.content}
+                                for e in d.fix.edits]
+    if d.help:
+        found["original_output"] = d.help
+    return found
+
+
+def _rdjson_range(line, row: int, col: int, end_row: int, end_col: int) -> dict[str, Any]:
+    return {"start": {"line": row, "column": _byte_column(line(row), col)},
+            "end": {"line": end_row, "column": _byte_column(line(end_row), end_col)}}
+
+
+def _byte_column(text: str | None, col: int) -> int:
+    """The 1-based UTF-8 byte column of a 1-based character column (as is when the line is unknown)."""
+    if text is None:
+        return col
+    return len(text[:col - 1].encode("utf-8", "surrogatepass")) + 1 + max(col - 1 - len(text), 0)
+
+
+def _line(d: Diagnostic, row: int) -> str | None:
+    """The text of a row of the finding's file: its own line, else read from the file."""
+    if row == d.row and d.source_line:
+        return d.source_line
+    lines = _file_lines(d.path)
+    return lines[row - 1] if lines is not None and 0 < row <= len(lines) else None
+
+
+@functools.lru_cache(maxsize=64)
+def _file_lines(path: str) -> list[str] | None:
+    try:
+        with open(path, "rb") as file:
+            return file.read().decode("utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):  # standard input, a file gone since: columns as they are
+        return None

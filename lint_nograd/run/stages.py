@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional
 
@@ -55,9 +55,16 @@ def reach(jobs: Sequence[Job], project_files: Sequence[tuple[Path, str]], roots:
         project = run.linked()
     cache.save()
     found: dict[Path, engine.Reach] = {}
+    shown = {file.module: file.shown for file in run.by_module.values()}
+
+    def by_path(reacher):  # a file fixed on its own knows no other module: its findings name places by path
+        via = reacher.via and (shown.get(reacher.via[0], reacher.via[0]), *reacher.via[1:])
+        return replace(reacher, module=shown.get(reacher.module, reacher.module), via=via)
+
     for job in jobs:
         module = run.files[job.path].module
-        found[job.path] = {function: dict(modes) for (m, function), modes in project.reached.items() if m == module}
+        found[job.path] = {function: {mode: by_path(reacher) for mode, reacher in modes.items()}
+                           for (m, function), modes in project.reached.items() if m == module}
     return found, run.outcome.errors
 
 
