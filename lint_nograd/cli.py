@@ -1,7 +1,8 @@
 """The command line: `lint-nograd check|fix [PATH ...]`, `lint-nograd rule CODE | --all` and
 `lint-nograd server`.
 
-Exit status: 0 nothing found, 1 findings, 2 a usage, configuration or I/O error.
+Exit status: 0 nothing found, 1 findings (notes only with `--exit-non-zero-on-note`), 2 a usage,
+configuration or I/O error.
 A path `-` is standard input, as with `--stdin-filename`, shown as `-`.
 """
 from __future__ import annotations
@@ -57,6 +58,7 @@ class Plan:
     warnings: list[str] = field(default_factory=list)
     unread: int = 0  # folders and .gitignore files that could not be read: the summary says so
     torch_version: str = ""  # the torch release the findings are for: "2.13"
+    exit_on_note: bool = False  # a note alone makes the exit status 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -175,6 +177,8 @@ def shared_options() -> argparse.ArgumentParser:
     report.add_argument("--statistics", action="store_true", help="count findings per rule instead")
     report.add_argument("--exit-zero", action="store_true",
                         help="exit 0 even when there are findings (errors still exit 2)")
+    report.add_argument("--exit-non-zero-on-note", action="store_true",
+                        help="exit 1 when there are notes only, too (by default notes are shown and counted)")
     report.add_argument("-o", "--output-file", metavar="FILE",
                         help="write the report to FILE instead of standard output (errors stay on stderr)")
     report.add_argument("-q", "--quiet", action="count", default=0,
@@ -223,6 +227,7 @@ def plan_jobs(options: argparse.Namespace, cwd: Path | None = None) -> Plan:
         errors=[f"path does not exist: {path}" for path in found.missing],
         warnings=list(found.unreadable),
         unread=len(found.unreadable),
+        exit_on_note=options.exit_non_zero_on_note or config.exit_non_zero_on_note,
     )
     # the project the given files belong to: its other files are read for what they define and call
     root = project_root(config, [] if options.stdin_filename else given, cwd, options.isolated)
@@ -308,7 +313,7 @@ def run_check(options: argparse.Namespace) -> int:
     if options.add_noqa:
         return _add_noqa(options, plan, outcome.diagnostics, plan.errors + outcome.errors)
     return _finish(options, outcome.diagnostics, plan.errors + outcome.errors, unread=plan.unread,
-                   unsafe_fixes=plan.fixes.unsafe_fixes, root=plan.root)
+                   unsafe_fixes=plan.fixes.unsafe_fixes, root=plan.root, exit_on_note=plan.exit_on_note)
 
 
 def _plan_and_cache(options: argparse.Namespace) -> tuple[Plan, Cache]:
@@ -441,7 +446,7 @@ def run_fix(options: argparse.Namespace) -> int:
             return EXIT_ERROR
         return EXIT_FINDINGS if fixed_files and not options.exit_zero else EXIT_CLEAN
     return _finish(options, remaining, errors, sys.stderr if options.stdin_filename else sys.stdout, plan.unread,
-                   plan.fixes.unsafe_fixes, plan.root)
+                   plan.fixes.unsafe_fixes, plan.root, plan.exit_on_note)
 
 
 def _unified_diff(display_path: str, old: bytes, new: bytes) -> str:
@@ -452,8 +457,9 @@ def _unified_diff(display_path: str, old: bytes, new: bytes) -> str:
 
 def _finish(options: argparse.Namespace, diagnostics: list[Diagnostic], errors: list[str],
             stream: TextIO | None = None, unread: int = 0, unsafe_fixes: bool = False,
-            root: Path = Path(".")) -> int:
-    """Report the findings and errors of a run (to `--output-file`, if given); the exit status."""
+            root: Path = Path("."), exit_on_note: bool = False) -> int:
+    """Report the findings and errors of a run (to `--output-file`, if given); the exit status: a
+    note alone fails a run only when asked."""
     stream = stream or sys.stdout
     text_format = options.output_format in output.TEXT_FORMATS and not options.quiet  # -q: findings only
     if options.statistics:
@@ -479,7 +485,8 @@ def _finish(options: argparse.Namespace, diagnostics: list[Diagnostic], errors: 
 
     if errors:
         return EXIT_ERROR
-    return EXIT_FINDINGS if diagnostics and not options.exit_zero else EXIT_CLEAN
+    failing = any(exit_on_note or diagnostic.severity != "note" for diagnostic in diagnostics)
+    return EXIT_FINDINGS if failing and not options.exit_zero else EXIT_CLEAN
 
 
 def run_rule(options: argparse.Namespace) -> int:
@@ -508,14 +515,14 @@ def run_server(options: argparse.Namespace) -> int:
 
 
 def _rule_table() -> str:
-    rows = [("CODE", "NAME", "DEFAULT", "FIX")] + [
-        (rule.code, rule.name, "on" if rule.code in DEFAULT_SELECT else "off",
+    rows = [("CODE", "NAME", "SEVERITY", "DEFAULT", "FIX")] + [
+        (rule.code, rule.name, rule.severity, "on" if rule.code in DEFAULT_SELECT else "off",
          "yes" if rule.fixable else "no")
         for rule in RULES.values()
     ]
-    widths = [max(len(row[column]) for row in rows) for column in range(3)]
+    widths = [max(len(row[column]) for row in rows) for column in range(4)]
     return "".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + f"  {row[3]}\n"
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + f"  {row[4]}\n"
         for row in rows
     )
 

@@ -62,14 +62,21 @@ def write(root: Path, files: dict[str, str]) -> None:
 
 
 CLEAN = {"a.py": "x = 1\n"}
-FINDING = {"a.py": "x = 1\ny = f(x)  # NG001\n"}
+FINDING = {"a.py": "x = 1\ny = f(x)  # NG003\n"}
+NOTE = {"a.py": "x = 1\ny = f(x)  # NG001\n"}  # NG001 is a note
+NOTE_FAILS = {**NOTE, "pyproject.toml": "[tool.lint-nograd]\nexit-non-zero-on-note = true\n"}
 
 
 @pytest.mark.parametrize("files, args, status", [
     (CLEAN, ["check"], 0),
     (FINDING, ["check"], 1),
     (FINDING, ["check", "--exit-zero"], 0),
-    (FINDING, ["check", "--ignore", "NG001"], 0),
+    (FINDING, ["check", "--ignore", "NG003"], 0),
+    (NOTE, ["check"], 0),  # shown and counted, but no failed run
+    (NOTE, ["check", "--exit-non-zero-on-note"], 1),
+    (NOTE_FAILS, ["check"], 1),
+    (NOTE_FAILS, ["check", "--exit-zero"], 0),
+    ({"a.py": "NG001 NG003\n"}, ["check"], 1),
     (CLEAN, ["check", "missing.py", "a.py"], 2),
     (FINDING, ["check", "--exit-zero", "missing", "."], 2),  # errors are not findings
     ({"a.py": "crash\n"}, ["check"], 2),
@@ -109,7 +116,7 @@ def test_concise_output_sorted_by_path_and_position(run, project):
         "a.py:3:1: NG003 found backward-without-graph",
         "b.py:1:1: NG001 found transform-under-no-grad",
         "b.py:1:7: NG004 [*] found no-grad-under-forward-mode",
-        "Found 2 errors and 1 warning.",
+        "Found 2 errors and 1 note.",
         "[*] 1 fixable with `lint-nograd fix`.",
     ]
 
@@ -286,9 +293,9 @@ def test_rule_without_a_page_prints_its_summary(run, monkeypatch):
 def test_rule_all_lists_every_rule(run):
     status, out, _ = run("rule", "--all")
     header, *rows = out.splitlines()
-    assert status == 0 and header.split() == ["CODE", "NAME", "DEFAULT", "FIX"]
+    assert status == 0 and header.split() == ["CODE", "NAME", "SEVERITY", "DEFAULT", "FIX"]
     assert [row.split() for row in rows] == [
-        [rule.code, rule.name, "on", "yes" if rule.fixable else "no"] for rule in RULES.values()]
+        [rule.code, rule.name, rule.severity, "on", "yes" if rule.fixable else "no"] for rule in RULES.values()]
 
 
 @pytest.mark.parametrize("args", [["rule", "NG999"], ["rule"], ["rule", "NG001", "--all"]])

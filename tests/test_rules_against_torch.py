@@ -29,7 +29,19 @@ def run_example(code: str, section: str) -> dict:
 def test_ng001_transform_ignores_the_region():
     ns = run_example("NG001", "Example")
     assert torch.allclose(ns["slope"], torch.cos(torch.tensor(1.5)))
-    assert not ns["slope"].requires_grad  # only the result comes back without a graph
+    assert ns["slope"].grad_fn is None  # only the result comes back without a graph
+
+
+def test_ng001_both_intents_as_the_page_measures_them():
+    """Outside the region the slope keeps a graph (d slope/dx = -sin x); cut, it has none, as inside."""
+    kept, cut = ({} for _ in range(2))
+    for code, namespace in zip(examples(PAGE["NG001"], "Use instead"), (kept, cut)):
+        exec(compile(code, "NG001.md", "exec"), namespace)
+    inside = run_example("NG001", "Example")["slope"]
+    assert kept["slope"].item() == pytest.approx(0.0707, abs=1e-4) == cut["slope"].item() == inside.item()
+    assert kept["slope"].grad_fn is not None and cut["slope"].grad_fn is None
+    (second,) = torch.autograd.grad(kept["slope"], kept["x"])
+    assert float(second) == pytest.approx(-0.9975, abs=1e-4)
 
 
 def test_ng002_transform_under_inference_mode_as_the_release_table_says():

@@ -73,25 +73,31 @@ def message_at_region(finding: RegionFinding, region: Region) -> str:
     }[finding.kind])
 
 
-def message_at_reacher(finding: RegionFinding, region: Region, callee: str) -> str:
-    """`jacfwd(...)` reaches the `no_grad` region of `loss` in forward mode, which ignores it"""
+def message_at_reacher(finding: RegionFinding, region: Region, callee: str, place: str = "") -> str:
+    """`jacfwd(...)` reaches the `no_grad` region of `loss` (pkg/model.py:5) in forward mode, which
+    ignores it. `place` is where the region is, so that a call reaching two regions says which."""
     api = f"`{region.api}`"
     name = shorten(display_name(region.function).rpartition(".")[2], 20) if region.function else ""
     wheres = [f" of `{name}`", ""] if name else [""]
+    path, _, row = place.rpartition(":")
+    places = [f" ({place})", f" ({path.replace(chr(92), '/').rpartition('/')[2]}:{row})"] if place else [""]
     return fit(*(way for who in (f"`{shorten(callee, 40)}`", f"`{shorten(callee, 20)}`") for where in wheres
-                 for way in {
-        "forward": [f"{who} reaches the {api} region{where} in forward mode, which ignores it"],
-        "traced": [f"{who} traces the {api} region{where} and drops it from the graph"],
-        "inference": [f"{who} reaches the {api} region{where}: values saved for backward raise"],
-        "reverse": [f"{who} reaches the {api} region{where}, which only reverse mode respects"],
+                 for at in places for way in {
+        "forward": [f"{who} reaches the {api} region{where}{at} in forward mode, which ignores it"],
+        "traced": [f"{who} traces the {api} region{where}{at} and drops it from the graph"],
+        "inference": [f"{who} reaches the {api} region{where}{at}: values saved for backward raise"],
+        "reverse": [f"{who} reaches the {api} region{where}{at}, which only reverse mode respects"],
     }[finding.kind]))
 
 
 def first_selected(region: Region, reach: dict[str, Reacher], codes: frozenset[str],
                    release: Behaviour) -> Optional[RegionFinding]:
-    """The most severe finding of a region among the selected codes. A region whose every value
+    """The one finding of a region: that of the worst mode reaching it, when its code is selected.
+    A region is one problem: ignoring its code (`--ignore`, a per-file ignore) silences it, as
+    `# noqa` does, rather than bringing it back under a milder code. A region whose every value
     leaving it is cut computes the same in every mode: that is how the memory-preserving fix
     leaves a region, and it is not reported."""
     if region.cut:
         return None
-    return next((f for f in findings_for(region, reach, release) if f.code in codes), None)
+    worst = next(findings_for(region, reach, release), None)
+    return worst if worst is not None and worst.code in codes else None

@@ -49,7 +49,7 @@ class Diagnostic:
     col: int
     end_row: int
     end_col: int
-    severity: str = "error"  # "error" or "warning"
+    severity: str = "error"  # "error", "warning" or "note"
     source_line: str = ""  # the text of `row`, for the `full` output format
     fix: Fix | None = field(default=None, compare=False)
     cell: int | None = None  # in a notebook: the 1-based number of the cell; rows count within it

@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 from lint_nograd import __version__
 from lint_nograd.report.diagnostics import Diagnostic, Edit, Fix, Related
-from lint_nograd.report.registry import RULES, Rule
+from lint_nograd.report.registry import RULES, SEVERITIES, Rule
 
 FORMATS = ("full", "concise", "json", "sarif", "github")
 TEXT_FORMATS = ("full", "concise")  # the ones followed by a summary and that may use colour
@@ -69,12 +69,12 @@ def applies(fix: Fix | None, unsafe_fixes: bool) -> bool:
 
 
 def summary(diagnostics: Sequence[Diagnostic], unsafe_fixes: bool = False) -> str:
-    """`Found 3 errors and 2 warnings.`, then what the fixes would do; `No findings.` for none."""
+    """`Found 1 error, 2 warnings and 28 notes.`, then what the fixes would do; `No findings.` for none."""
     if not diagnostics:
         return "No findings.\n"
     counts = Counter(diagnostic.severity for diagnostic in diagnostics)
-    kinds = [f"{counts[kind]} {kind}{'s' * (counts[kind] != 1)}" for kind in ("error", "warning") if counts[kind]]
-    text = f"Found {' and '.join(kinds)}.\n"
+    kinds = [f"{counts[kind]} {kind}{'s' * (counts[kind] != 1)}" for kind in SEVERITIES if counts[kind]]
+    text = f"Found {' and '.join(kinds) if len(kinds) < 3 else ', '.join(kinds[:-1]) + ' and ' + kinds[-1]}.\n"
     fixes = [diagnostic.fix for diagnostic in diagnostics if diagnostic.fix is not None]
     fixable = sum(applies(fix, unsafe_fixes) for fix in fixes)
     hidden = len(fixes) - fixable
@@ -345,7 +345,7 @@ def _sarif_fix(d: Diagnostic, source_root: Path | None) -> dict[str, Any]:
 
 
 def _sarif_level(severity: str) -> str:
-    return "warning" if severity == "warning" else "error"
+    return severity if severity in SEVERITIES else "error"  # SARIF's levels: error, warning, note
 
 
 SOURCE_ROOT = "%SRCROOT%"
@@ -370,7 +370,7 @@ def _uri(path: str) -> str:
 
 def _github(d: Diagnostic) -> str:
     """A GitHub Actions workflow command, which the runner shows as an annotation."""
-    kind = "warning" if d.severity == "warning" else "error"
+    kind = _GITHUB_COMMAND.get(d.severity, "error")
     # in a notebook, rows count within a cell: the annotation goes on the file, the message says where
     place = () if d.cell is not None else (
         ("line", d.row), ("col", d.col), ("endLine", d.end_row), ("endColumn", d.end_col))
@@ -379,6 +379,9 @@ def _github(d: Diagnostic) -> str:
     cell = f"cell {d.cell}:" if d.cell is not None else ""
     message = f"{d.path}:{cell}{d.row}:{d.col}: {d.code} {d.message}"
     return f"::{kind} {properties}::{_escape_data(message)}"
+
+
+_GITHUB_COMMAND = {"error": "error", "warning": "warning", "note": "notice"}
 
 
 def _escape_data(text: str) -> str:

@@ -224,7 +224,8 @@ def linked(project: Project, module: str, given: frozenset[str], codes: frozense
             if reacher.via is not None:
                 related += (related_at(reacher.span, f"where {call_name(reacher)} applies it",
                                        project.path(reacher.module)),)
-            message = message_at_reacher(finding, region, _callee_text(text))
+            message = message_at_reacher(finding, region, _callee_text(text),
+                                         f"{project.path(region_module)}:{region.span.row}")
             found.append((None, _at(span, finding.code, message, display_path, finding.severity, finding.help,
                                     related)))
     if "NG003" in codes:
