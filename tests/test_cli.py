@@ -127,7 +127,7 @@ def test_machine_formats_have_no_summary(run, project, output_format):
     status, out, _ = run("check", "--output-format", output_format)
     assert status == 1 and "Found" not in out
     if output_format == "github":
-        assert out.startswith("::warning title=lint-nograd (NG001),file=a.py,line=2,")
+        assert out.startswith("::error title=lint-nograd (NG003),file=a.py,line=2,")
     else:
         json.loads(out)
 
@@ -221,7 +221,7 @@ def test_missing_path_is_reported_after_checking_the_rest(run, project):
     write(project, FINDING)
     status, out, err = run("check", "--output-format", "concise", "nope", "a.py")
     assert status == 2
-    assert out.startswith("a.py:2:13: NG001")
+    assert out.startswith("a.py:2:13: NG003")
     assert err == "lint-nograd: error: path does not exist: nope\n"
 
 
@@ -247,7 +247,7 @@ def test_statistics(run, project):
     assert status == 1
     assert out == ("3  NG001      transform-under-no-grad\n"
                    "1  NG004  [*] no-grad-under-forward-mode\n"
-                   "Found 1 error and 3 warnings.\n[*] 1 fixable with `lint-nograd fix`.\n")
+                   "Found 1 error and 3 notes.\n[*] 1 fixable with `lint-nograd fix`.\n")
 
 
 @pytest.mark.parametrize("args, env, colored", [
