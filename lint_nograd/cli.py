@@ -22,7 +22,7 @@ from lint_nograd.analysis.releases import default_target, target
 from lint_nograd.fix.fixer import Fixer
 from lint_nograd.fix.settings import FixSettings
 from lint_nograd.fix.write import WriteError, replace_file, write_file
-from lint_nograd.report import output
+from lint_nograd.report import output, suppression
 from lint_nograd.report.diagnostics import Diagnostic
 from lint_nograd.report.registry import RULES
 from lint_nograd.run import runner
@@ -435,6 +435,14 @@ def run_fix(options: argparse.Namespace) -> int:
                                Fixer(plan.fixes))
         _warn_about_cache(options, cache)
         remaining, errors = outcome.diagnostics, errors + outcome.errors
+        # an unused `# noqa` is a fact of the whole project: its removal is applied from the project's check
+        removed = _remove_unused_noqa(plan, remaining, errors)
+        if removed:
+            fixed_files += len({path for path, _ in removed} - {path for path, _ in fixed})
+            fixed += removed
+            outcome = runner.check(plan.jobs, plan.project_files, plan.import_roots, _workers(options), cache,
+                                   Fixer(plan.fixes))
+            remaining, errors = outcome.diagnostics, errors + outcome.errors
     remaining.sort(key=lambda d: d.sort_key)
     text_format = options.output_format in output.TEXT_FORMATS
     if text_format and fixed_files and not options.quiet:
@@ -447,6 +455,44 @@ def run_fix(options: argparse.Namespace) -> int:
         return EXIT_FINDINGS if fixed_files and not options.exit_zero else EXIT_CLEAN
     return _finish(options, remaining, errors, sys.stderr if options.stdin_filename else sys.stdout, plan.unread,
                    plan.fixes.unsafe_fixes, plan.root, plan.exit_on_note)
+
+
+def _remove_unused_noqa(plan: Plan, diagnostics: list[Diagnostic], errors: list[str]) -> list[tuple[str, object]]:
+    """Apply the fixes of NG100 findings (unused `# noqa` codes) the project's check gives, in `.py`
+    files; (display path, FixedRegion) for each. Each file is written in one step."""
+    from lint_nograd.fix.rewrite import FixedRegion, apply_edits
+    from lint_nograd.run.engine import ParseError, parse
+
+    by_path: dict[str, list[Diagnostic]] = {}
+    for diagnostic in diagnostics:
+        if diagnostic.code == "NG100" and diagnostic.fix is not None and diagnostic.cell is None \
+                and plan.fixes.applies(diagnostic.fix.applicability):
+            by_path.setdefault(diagnostic.path, []).append(diagnostic)
+    jobs = {job.display_path: job for job in plan.jobs if job.data is None}
+    removed: list[tuple[str, object]] = []
+    for shown, found in sorted(by_path.items()):
+        job = jobs.get(shown)
+        if job is None:
+            continue
+        try:
+            data = read_regular_file(job.path)
+            parsed = parse(data)
+            unused: dict[int, set[str]] = {}  # row -> the codes its directive names in vain
+            for diagnostic in found:
+                unused.setdefault(diagnostic.row, set()).add(suppression.unused_code(diagnostic))
+            text = apply_edits(parsed.text, [suppression.removal(parsed.lines, row, codes)[0]
+                                             for row, codes in unused.items()])
+            new = text.encode(parsed.encoding)
+            parse(new)  # never write what does not parse
+            replace_file(job.path, new, data, shown)
+        except (OSError, ParseError, UnicodeError) as error:
+            errors.append(f"cannot remove unused noqa directives from {shown}: {error}")
+            continue
+        except WriteError as error:
+            errors.append(str(error))
+            continue
+        removed += [(shown, FixedRegion(row, "NG100")) for row in sorted(unused)]
+    return removed
 
 
 def _unified_diff(display_path: str, old: bytes, new: bytes) -> str:

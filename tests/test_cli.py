@@ -146,7 +146,8 @@ def codes_checked(project, monkeypatch, *args) -> frozenset[str]:
 
 
 @pytest.mark.parametrize("config, args, codes", [
-    ("", [], set(RULES)),
+    ("", [], set(RULES) - {"NG100"}),  # NG100 unused-noqa is off by default, as ruff's RUF100
+    ("", ["--extend-select", "NG100"], set(RULES)),
     ("", ["--select", "NG001,NG002"], {"NG001", "NG002"}),
     ("", ["--select", "NG001", "--select", "NG003"], {"NG001", "NG003"}),
     ("", ["--select", "ALL", "--ignore", "NG00"], set()),
@@ -156,7 +157,7 @@ def codes_checked(project, monkeypatch, *args) -> frozenset[str]:
     ('select = ["NG001", "NG002"]', ["--ignore", "NG002"], {"NG001"}),
     ('select = ["NG001", "NG002"]', ["--extend-select", "NG003"], {"NG001", "NG002", "NG003"}),
     ('ignore = ["NG003"]', ["--select", "NG003"], {"NG003"}),  # the command line wins
-    ('ignore = ["NG003"]', ["--isolated"], set(RULES)),
+    ('ignore = ["NG003"]', ["--isolated"], set(RULES) - {"NG100"}),
 ])
 def test_rule_selection(project, monkeypatch, config, args, codes):
     (project / "pyproject.toml").write_text(f"[tool.lint-nograd]\n{config}\n")
@@ -295,7 +296,8 @@ def test_rule_all_lists_every_rule(run):
     header, *rows = out.splitlines()
     assert status == 0 and header.split() == ["CODE", "NAME", "SEVERITY", "DEFAULT", "FIX"]
     assert [row.split() for row in rows] == [
-        [rule.code, rule.name, rule.severity, "on", "yes" if rule.fixable else "no"] for rule in RULES.values()]
+        [rule.code, rule.name, rule.severity, "off" if rule.code == "NG100" else "on", "yes" if rule.fixable else "no"]
+        for rule in RULES.values()]
 
 
 @pytest.mark.parametrize("args", [["rule", "NG999"], ["rule"], ["rule", "NG001", "--all"]])

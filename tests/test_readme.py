@@ -42,7 +42,7 @@ def test_try_it_checks_the_example_as_the_readme_says():
     done = shell(command + " --no-cache --output-format concise", ROOT)
     assert done.returncode == 1
     # what the README says: four findings, one with a safe fix and one with an unsafe fix
-    assert ("Found 2 errors and 2 warnings.\n[*] 1 fixable with `lint-nograd fix` (1 hidden fix can be enabled with the "
+    assert ("Found 2 errors, 1 warning and 1 note.\n[*] 1 fixable with `lint-nograd fix` (1 hidden fix can be enabled with the "
             "`--unsafe-fixes` option).\n") in done.stdout
 
 
@@ -83,7 +83,7 @@ def test_the_github_workflow_runs_and_writes_sarif(project):
     assert runs[0].startswith("pip install")
     annotations = shell(runs[1], project)
     assert annotations.returncode == 1
-    assert all(line.startswith(("::error ", "::warning ")) for line in annotations.stdout.splitlines())
+    assert all(line.startswith(("::error ", "::warning ", "::notice ")) for line in annotations.stdout.splitlines())
     sarif = shell(runs[2] + " --no-cache", project)
     assert sarif.returncode == 0
     log = json.loads((project / "lint-nograd.sarif").read_text())

@@ -55,6 +55,7 @@ class Diagnostic:
     cell: int | None = None  # in a notebook: the 1-based number of the cell; rows count within it
     help: str = ""
     related: tuple[Related, ...] = ()
+    suppressed: bool = False  # silenced by a `# noqa`, kept until NG100 has seen it (report/suppression.py)
 
     @property
     def sort_key(self) -> tuple:

@@ -93,9 +93,12 @@ def fixed_summary(fixed: Sequence[tuple[str, Any]], files: int, imports: dict[st
                   show_fixes: bool, diff: bool = False) -> str:
     """What `fix` did: how many regions in how many files, each of them with `--show-fixes`, and
     the imports it added. `fixed` holds (path, region) pairs; a region has `row`, `code`, `cell`."""
-    count = len(fixed)
+    count = sum(region.code != "NG100" for _, region in fixed)
+    noqa = len(fixed) - count  # NG100: unused `# noqa` codes taken out
     verb = "Would fix" if diff else "Fixed"
-    text = f"{verb} {count} region{'s' * (count != 1)} in {files} file{'s' * (files != 1)}"
+    what = [f"{count} region{'s' * (count != 1)}"] if count or not noqa else []
+    what += [f"{noqa} unused noqa directive{'s' * (noqa != 1)}"] if noqa else []
+    text = f"{verb} {' and '.join(what)} in {files} file{'s' * (files != 1)}"
     if show_fixes:
         text += ":\n" + "".join(
             f"  {path}:{f'cell {region.cell}:' if region.cell is not None else ''}{region.row}: "

@@ -36,5 +36,8 @@ RULES: dict[str, Rule] = {
              "A no_grad region in a function that a tracer records, which drops it.", "error", True),
         Rule("NG006", "no-grad-in-transformed-function",
              "A no_grad region in a function that a reverse-mode transform reaches.", "warning", True),
+        Rule("NG100", "unused-noqa",
+             "A `# noqa: NG00x` directive that silences nothing on its line (off by default).", "warning", True),
     )
 }
+OFF_BY_DEFAULT = frozenset({"NG100"})  # as ruff's RUF100: asked for with `--extend-select NG100`

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from lint_nograd.analysis import torch_names
 from lint_nograd.analysis.releases import target
-from lint_nograd.report.registry import RULES
+from lint_nograd.report.registry import OFF_BY_DEFAULT, RULES
 from lint_nograd.run.files import is_valid_pattern, match_path, shown_path
 from lint_nograd.run.regular_file import read_regular_file
 
@@ -31,7 +31,7 @@ else:  # pragma: no cover - exercised on 3.9 and 3.10 only
 
 TABLE = "lint-nograd"  # read from [tool.lint-nograd]
 STANDALONE = "lint-nograd.toml"  # `--config` may name one: the same settings, at its top level
-DEFAULT_SELECT = frozenset(RULES)
+DEFAULT_SELECT = frozenset(RULES) - OFF_BY_DEFAULT
 DEFAULT_STOP_GRADIENT = "lint_nograd.stop_gradient"
 DETACH = "detach"
 

@@ -60,7 +60,9 @@ class ParseError(Exception):
         self.message, self.row, self.col = message, row, col
 
 
-FIXABLE_CODES = frozenset(code for code, rule in RULES.items() if rule.fixable)
+# the codes whose fix rewrites a region (NG100's fix is an edit of a comment)
+FIXABLE_CODES = frozenset(code for code, rule in RULES.items() if rule.fixable and code != suppression.UNUSED_NOQA)
+LOCAL_RULES = frozenset({"NG001", "NG002"})  # a file alone decides their findings: a file alone judges their noqa
 # The fix layer's hook: (diagnostics, [(region, finding)] of the fixable ones, parsed file, model) -> the
 # diagnostics with their fixes.
 AttachFixes = Callable[[list[Diagnostic], list, ParsedFile, SemanticModel], list[Diagnostic]]
@@ -117,7 +119,10 @@ def codes_to_check(data: bytes, codes: frozenset[str], scan: torch_names.Scan | 
     """The exact gate: the codes that can have a finding in a file with these bytes (`scan`: read
     already). Every finding needs a grad-disabling region, and every rule needs some more words."""
     scan = scan or torch_names.Scan(data)
-    return scan.possible_codes(codes) if scan.regions else frozenset()
+    possible = scan.possible_codes(codes) if scan.regions else frozenset()
+    if suppression.UNUSED_NOQA in codes and b"noqa" in data.lower():  # NG100 reads every `# noqa: NG...`
+        possible |= codes & {suppression.UNUSED_NOQA, "NG000"}
+    return possible
 
 
 def check_source(data: bytes, display_path: str, codes: frozenset[str], attach_fixes: AttachFixes | None = None,
@@ -129,13 +134,15 @@ def check_source(data: bytes, display_path: str, codes: frozenset[str], attach_f
     if display_path.endswith(".ipynb"):
         return _in_cells(data, display_path, codes, lambda source: check_source(
             source, display_path + ".py", codes, attach_fixes, reach, torch_version))
-    codes = codes_to_check(data, codes) if not reach else codes  # reached from elsewhere: no gate
-    return analyse(data, display_path, codes, attach_fixes, reach, torch_version) if codes else []
+    selected, codes = codes, codes_to_check(data, codes) if not reach else codes  # reached from elsewhere: no gate
+    return analyse(data, display_path, codes, attach_fixes, reach, torch_version, selected) if codes else []
 
 
 def analyse(data: bytes, display_path: str, codes: frozenset[str], attach_fixes: AttachFixes | None = None,
-            reach: Reach | None = None, torch_version: str | None = None) -> list[Diagnostic]:
-    """Parse and check a Python file without the gate (tests compare the two), as a project of one."""
+            reach: Reach | None = None, torch_version: str | None = None,
+            selected: frozenset[str] | None = None) -> list[Diagnostic]:
+    """Parse and check a Python file without the gate (tests compare the two), as a project of one.
+    `selected`: the codes asked for, before the gate took those the text cannot have (default `codes`)."""
     facts, parsed, model = _facts(data, display_path, codes, torch_version)
     if facts.summary is None:
         return facts.local
@@ -145,7 +152,10 @@ def analyse(data: bytes, display_path: str, codes: frozenset[str], attach_fixes:
     else:
         project.reached.update({(ALONE, function): modes for function, modes in reach.items()})
     found = linked(project, ALONE, frozenset({ALONE}), codes, display_path, torch_version)
-    return sorted(facts.local + _finished(parsed, model, found, codes, attach_fixes), key=lambda d: d.sort_key)
+    # alone, a file knows all findings of the local rules only: NG100 judges their directives
+    return sorted(suppression.settle(facts.local + _finished(parsed, model, found, codes, attach_fixes),
+                                     (codes if selected is None else selected) & LOCAL_RULES),
+                  key=lambda d: d.sort_key)
 
 
 ALONE = "<file>"  # the module name of a file checked on its own
@@ -188,7 +198,10 @@ def _facts(data: bytes, display_path: str, codes: frozenset[str], torch_version:
         return FileFacts([_parse_error(message, 1, 1, display_path)] if "NG000" in codes else [], None), None, None
     local = [to_diagnostic(finding, parsed, display_path)
              for finding in checks.run(model, codes, torch_version)]
-    local = sorted(suppression.unsuppressed(local, parsed.lines), key=lambda d: d.sort_key)
+    unused_noqa = suppression.UNUSED_NOQA in codes
+    if unused_noqa:  # candidates, settled once the linked findings are there too
+        local += suppression.unused_candidates(parsed.lines, display_path, RULES)
+    local = sorted(suppression.unsuppressed(local, parsed.lines, keep=unused_noqa), key=lambda d: d.sort_key)
     return FileFacts(local, summary), parsed, model
 
 
@@ -288,7 +301,7 @@ def _finished(parsed: ParsedFile, model: SemanticModel, found: list[Linked], cod
                if index is not None and index < len(model.regions) and diagnostic.code in FIXABLE_CODES]
     if fixable and attach_fixes is not None:
         diagnostics = attach_fixes(diagnostics, fixable, parsed, model)
-    return suppression.unsuppressed(diagnostics, parsed.lines)
+    return suppression.unsuppressed(diagnostics, parsed.lines, keep=suppression.UNUSED_NOQA in codes)
 
 
 def _in_cells(data: bytes, display_path: str, codes: frozenset[str], check) -> list[Diagnostic]:
