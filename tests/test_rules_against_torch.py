@@ -148,3 +148,45 @@ def test_ng006_inference_mode_region_saved_for_backward_raises():
     # the fixture's module-level `jacrev(inference_saved)(x)` is the call that fails
     with pytest.raises(RuntimeError, match="Inference tensors cannot be saved for backward"):
         runpy.run_path(str(FIXTURES / "ng006_reverse_mode.py"))
+
+
+FLOW = FIXTURES / "flow_cannot_matter.py"
+
+
+def _flow_calls(ns: dict) -> dict:
+    """How each function of flow_cannot_matter.py is transformed there: (function, arguments, argnums)."""
+    w = ns["W"]
+    return {
+        "bound_by_partial": (functools.partial(ns["bound_by_partial"], w), (X,), 0),
+        "bound_by_partial_near_miss": (functools.partial(ns["bound_by_partial_near_miss"], w), (X,), 0),
+        "left_out_by_argnums": (ns["left_out_by_argnums"], (X, w.double()), 0),
+        "left_out_by_argnums_near_miss": (ns["left_out_by_argnums_near_miss"], (X, w.double()), 1),
+        "global_constant": (ns["global_constant"], (X,), 0),
+        "local_from_input_near_miss": (ns["local_from_input_near_miss"], (X,), 0),
+        "reenabled": (ns["reenabled"], (X,), 0),
+        "reenabled_near_miss": (ns["reenabled_near_miss"], (X,), 0),
+        "Logged": (ns["Logged"](), (X,), 0),
+        "LoggedNearMiss": (ns["LoggedNearMiss"](), (X,), 0),
+    }
+
+
+@pytest.mark.parametrize("name", list(_flow_calls(runpy.run_path(str(FLOW)))))
+def test_a_region_is_reported_exactly_where_forward_and_reverse_mode_disagree(name):
+    """The flow rule: every exempt region computes the same under jacfwd and jacrev; every near-miss
+    does not, and is reported."""
+    from lint_nograd.report.registry import RULES
+    from lint_nograd.run.engine import check_source
+
+    ns = runpy.run_path(str(FLOW))
+    function, arguments, argnums = _flow_calls(ns)[name]
+    forward = jacfwd(function, argnums=argnums)(*arguments)
+    reverse = jacrev(function, argnums=argnums)(*arguments)
+    source = FLOW.read_text()
+    start = next(row for row, line in enumerate(source.splitlines(), 1)
+                 if line.startswith((f"def {name}(", f"class {name}(")))
+    end = next((row for row, line in enumerate(source.splitlines(), 1)
+                if row > start and line.startswith(("def ", "class ", "@", "jacfwd("))), None)
+    reported = [d for d in check_source(source.encode(), FLOW.name, frozenset(RULES))
+                if d.code == "NG004" and start - 1 <= d.row < end]
+    assert bool(reported) == (not torch.allclose(forward, reverse)), (forward, reverse)
+    assert bool(reported) == name.endswith(("_near_miss", "NearMiss"))

@@ -535,6 +535,37 @@ class Project:
                     return callee[1], function
         return None
 
+    def constant_params(self, key: FunctionKey, mode: str) -> frozenset[str]:
+        """The parameters of a function that no transform reaching it in `mode` differentiates: it
+        must be reached only directly (no reached function calls it or hands it on), and each
+        transform applied to it must leave them out (`argnums`, `functools.partial`)."""
+        reacher = self.reached.get(key, {}).get(mode)
+        if reacher is None or reacher.through is not None or reacher.via is not None:
+            return frozenset()
+        found: Optional[frozenset[str]] = None
+        for module in self.loaded():
+            for name, function in self.summary(module).functions.items():
+                if mode in self.reached.get((module, name), {}) and self._mentions(module, function, key):
+                    return frozenset()  # reached through a caller, which passes what it is given
+                for source in function.sources:
+                    if any(v[1:3] == key for v in self._functions(module, source.targets)):
+                        if mode not in source.modes:
+                            continue
+                        params = frozenset(source.constant_params) if module == key[0] else frozenset()
+                        found = params if found is None else found & params
+        return found or frozenset()
+
+    def _mentions(self, module: str, function: Function, key: FunctionKey) -> bool:
+        """Whether a function calls `key`, or passes it to a call."""
+        refs = [*function.calls, *(ref for site in function.call_sites for refs in _arguments(site) for ref in refs)]
+        return any(v[1:3] == key for ref in refs for value in self.resolve(module, ref) for v in self.runs(value))
+
+    def reached_reads(self, attributes: Sequence[str]) -> bool:
+        """Whether a function some transform or tracer reaches loads one of these attribute names."""
+        wanted = set(attributes)
+        return any(wanted.intersection(function.reads) for key in self.reached
+                   if (function := self.function(key)) is not None)
+
     def where(self, module: str, span: Span, here: str) -> str:
         """`line 4` in the module `here`, `pkg/model.py:4` in another."""
         if module == here:

@@ -116,7 +116,7 @@ def removal(lines: list[str], row: int, drop: set[str]) -> tuple[Edit, bool]:
     return Edit("", row, start + 1, row, end + 1), True
 
 
-def unused_code(diagnostic: Diagnostic) -> Optional[str]:
+def unused_code(diagnostic: Diagnostic) -> str | None:
     """The code an NG100 finding says its line's directive names in vain."""
     match = _CANDIDATE.match(diagnostic.message) if diagnostic.code == UNUSED_NOQA else None
     return match.group("code") if match else None

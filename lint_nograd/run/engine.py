@@ -28,6 +28,7 @@ from lint_nograd.checks.region_in_reached_function import (
     call_name,
     first_selected,
     message_at_reacher,
+    modes_that_cannot_matter,
     message_at_region,
 )
 from lint_nograd.project.linking import ModuleEntry, Project, Reacher
@@ -151,7 +152,8 @@ def analyse(data: bytes, display_path: str, codes: frozenset[str], attach_fixes:
         project.link([ALONE])
     else:
         project.reached.update({(ALONE, function): modes for function, modes in reach.items()})
-    found = linked(project, ALONE, frozenset({ALONE}), codes, display_path, torch_version)
+    # with `reach` from the project, the other files' transforms and reads are not here to tell
+    found = linked(project, ALONE, frozenset({ALONE}), codes, display_path, torch_version, reach is None)
     # alone, a file knows all findings of the local rules only: NG100 judges their directives
     return sorted(suppression.settle(facts.local + _finished(parsed, model, found, codes, attach_fixes),
                                      (codes if selected is None else selected) & LOCAL_RULES),
@@ -209,7 +211,7 @@ Linked = tuple[Optional[int], Diagnostic]  # a finding linking gives a file, and
 
 
 def linked(project: Project, module: str, given: frozenset[str], codes: frozenset[str],
-           display_path: str, torch_version: str | None = None) -> list[Linked]:
+           display_path: str, torch_version: str | None = None, whole_project: bool = True) -> list[Linked]:
     """The findings linking gives one file: its regions that transforms or tracers reach; regions of
     modules not `given` whose reaching call is here; backward through what another function returns.
     Without fixes or suppressions yet: `finish` adds them, with the file's text."""
@@ -218,14 +220,17 @@ def linked(project: Project, module: str, given: frozenset[str], codes: frozense
         return []
     release = behaviour(torch_version or default_target())
     found: list[Linked] = []
+    whole = project if whole_project else None  # what only the whole project can tell
     for index, region in enumerate(summary.regions):
-        finding = first_selected(region, project.reach_of(module, region), codes, release)
+        finding = first_selected(region, project.reach_of(module, region), codes, release,
+                                 modes_that_cannot_matter(region, whole, module))
         if finding is not None:
             related = _reacher_related(project, finding, module)
             found.append((index, _at(region.span, finding.code, message_at_region(finding, region), display_path,
                                      finding.severity, finding.help, related)))
     for region_module, region in project.reported_in(given).get(module, []):
-        finding = first_selected(region, project.reach_of(region_module, region), codes, release)
+        finding = first_selected(region, project.reach_of(region_module, region), codes, release,
+                                 modes_that_cannot_matter(region, whole, region_module))
         if finding is None:
             continue
         reacher = finding.reacher

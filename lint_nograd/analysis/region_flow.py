@@ -1,0 +1,215 @@
+"""Whether a grad-disabled region can change what a transform or tracer returns: the flow rule of
+NG004-NG006 is "report unless it provably cannot matter", and this tells, from one file, the cases
+where it provably cannot:
+
+- `enable_grad`: the whole body runs under `torch.enable_grad()` (or `set_grad_enabled(True)`), so
+  the region turns nothing off in any mode;
+- `inputs`: what the region computes depends only on constants (literals, modules, torch calls of
+  constants) and on the parameters it names: with none of them differentiated, forward mode and
+  reverse mode (and a tracer) compute the same. Which parameters a transform differentiates is the
+  project's business (`argnums`, `functools.partial`); `()` means constants only;
+- `stores`: the region only stores values into attributes (`self.last_norm = x.norm()`) and locals
+  nothing reads afterwards; if nothing the transform reaches reads those attributes, the region's
+  values go nowhere the transform returns.
+
+Anything the walk does not know (a call into the project, a closure, a loop variable, `self`)
+makes the answer "it may matter". An `inference_mode` region is never exempt: its tensors raise
+when saved for backward, whatever they are computed from.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+from typing import Optional
+
+from lint_nograd.analysis.model import GradModeChange, SemanticModel
+from lint_nograd.analysis.scopes import FUNCTION_NODES, Scope
+
+ENABLE_GRAD = "enable_grad"
+_CONSTANT_MODULES = ("torch.", "math.", "numpy.", "operator.")  # calls of these, on constants, give constants
+_CONSTANT_IMPORTS = frozenset({"torch", "math", "numpy", "operator", "functools"})
+_BUILTINS = frozenset(dir(builtins))
+_MAX_DEPTH = 12
+
+
+def enables_grad_throughout(model: SemanticModel, region: GradModeChange) -> bool:
+    """Whether every statement of the region's body (a docstring and `pass` aside) is a `with` that
+    turns grad back on."""
+    if region.api == "inference_mode" or isinstance(region.owner, ast.Expr):
+        return False
+    body = [s for s in region.owner.body if not _is_docstring_or_pass(s)]
+    return bool(body) and all(
+        isinstance(statement, ast.With) and any(
+            (change := model.change_at(item.context_expr)) is not None and change is not region
+            and (change.api == "enable_grad" or change.api == "set_grad_enabled" and change.enabled is True)
+            for item in statement.items)
+        for statement in body)
+
+
+def region_inputs(model: SemanticModel, region: GradModeChange) -> Optional[tuple[str, ...]]:
+    """The parameters of the region's function that what it computes depends on, when everything
+    else it reads is a constant; None when it reads anything else (or is an `inference_mode` region)."""
+    if region.api == "inference_mode" or isinstance(region.owner, ast.Expr) or region.function is None:
+        return None
+    scope = model.scopes.of.get(region.function)
+    if scope is None:
+        return None
+    found: dict[str, None] = {}
+    bound_here = _bound_in(region.owner.body)
+    try:
+        for statement in region.owner.body:
+            if not _depends_only_on(model, statement, scope, found, bound_here, 0):
+                return None
+    except RecursionError:
+        return None
+    return tuple(found)
+
+
+def region_stores(model: SemanticModel, region: GradModeChange) -> Optional[tuple[str, ...]]:
+    """The attribute names a region stores into, when that is all it does with what it computes:
+    every statement assigns to `x.attr` or `x.attr[key]`, or to a local that nothing outside the
+    region reads, and calls nothing but torch and tensor methods (no in-place ones). None otherwise."""
+    if region.api == "inference_mode" or isinstance(region.owner, ast.Expr) or region.function is None:
+        return None
+    scope = model.scopes.of.get(region.function)
+    if scope is None:
+        return None
+    attributes: dict[str, None] = {}
+    locals_: set[str] = set()
+    for statement in region.owner.body:
+        if _is_docstring_or_pass(statement):
+            continue
+        if not isinstance(statement, (ast.Assign, ast.AnnAssign)) or statement.value is None:
+            return None
+        targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+        for target in targets:
+            base = target.value if isinstance(target, ast.Subscript) else target
+            if isinstance(base, ast.Attribute):
+                attributes[base.attr] = None
+            elif isinstance(target, ast.Name):
+                locals_.add(target.id)
+            else:
+                return None
+        if not _calls_are_harmless(model, statement, scope):
+            return None
+    if not attributes or _read_outside(region, locals_):
+        return None
+    return tuple(attributes)
+
+
+def _is_docstring_or_pass(statement: ast.stmt) -> bool:
+    return isinstance(statement, ast.Pass) or (
+        isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant))
+
+
+def _bound_in(statements: list[ast.stmt]) -> set[str]:
+    """The names the region's statements bind (plain assignments), read afterwards in the region."""
+    names = set()
+    for statement in statements:
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+    return names
+
+
+def _depends_only_on(model: SemanticModel, node: ast.AST, scope: Scope, found: dict, bound_here: set[str],
+                     depth: int) -> bool:
+    """Whether every value `node` reads is a constant or a parameter of the function (added to `found`)."""
+    if depth > _MAX_DEPTH:
+        return False
+    for child in ast.walk(node):
+        if isinstance(child, (*FUNCTION_NODES, ast.ClassDef, ast.Yield, ast.YieldFrom, ast.Await,
+                              ast.Global, ast.Nonlocal, ast.NamedExpr)):
+            return False
+        if isinstance(child, ast.Call) and not _constant_callee(model, child.func, scope):
+            return False
+        if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Load) and child.id not in bound_here:
+            if not _name_only_on(model, child, scope, found, depth):
+                return False
+    return True
+
+
+def _constant_callee(model: SemanticModel, func: ast.expr, scope: Scope) -> bool:
+    """A call that computes from its arguments alone: a torch or math function, a builtin, or a
+    method of a value (whose base the walk looks at as any other read). `self.f(x)`, a function of
+    the project, may read anything."""
+    if isinstance(func, ast.Attribute):
+        names = model.scopes.qualified_names(func, scope)
+        if names:
+            return all(name.startswith(_CONSTANT_MODULES) for name in names)
+        base = func.value
+        while isinstance(base, (ast.Attribute, ast.Subscript, ast.Call)):
+            base = base.func if isinstance(base, ast.Call) else base.value
+        return not (isinstance(base, ast.Name) and base.id in ("self", "cls"))
+    if isinstance(func, ast.Name):
+        names = model.scopes.qualified_names(func, scope)
+        if names:
+            return all(name.startswith(_CONSTANT_MODULES) for name in names)
+        return not model.scopes.lookup(scope, func.id, (func.lineno, func.col_offset)) and func.id in _BUILTINS
+    return False
+
+
+def _name_only_on(model: SemanticModel, name: ast.Name, scope: Scope, found: dict, depth: int) -> bool:
+    bindings = model.scopes.lookup(scope, name.id, (name.lineno, name.col_offset))
+    if not bindings:
+        return name.id in _BUILTINS and name.id not in ("globals", "locals", "vars", "eval", "exec")
+    for binding in bindings:
+        owner = binding.scope
+        if binding.imported:
+            if binding.imported.partition(".")[0] in _CONSTANT_IMPORTS:
+                continue  # torch, math: a module or a function of one (calling it is judged as a call)
+            return False  # `from pkg.consts import W`: W may be a tensor that requires grad
+        node = binding.node
+        if isinstance(node, ast.arg):
+            if owner is not scope or node.arg in ("self", "cls"):
+                return False  # a closure's parameter, or the instance: may be anything
+            found[node.arg] = None
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        elif binding.value is not None and (owner is scope or owner.node is model.module):
+            # a local computed from ..., or a module-level name: only as constant as its value
+            if owner.node is model.module and _rebound_elsewhere(model, binding):
+                return False
+            if not _depends_only_on(model, binding.value, owner, found if owner is scope else {}, set(), depth + 1):
+                return False
+            if owner is not scope and not _is_literal(binding.value):
+                return False  # a module-level tensor may require grad: only literals count
+        else:
+            return False
+    return True
+
+
+def _is_literal(value: ast.expr) -> bool:
+    """A number, a string, a tuple of them, arithmetic on them: a global constant."""
+    return all(isinstance(node, (ast.Constant, ast.Tuple, ast.List, ast.BinOp, ast.UnaryOp, ast.operator,
+                                 ast.unaryop, ast.Load, ast.expr_context))
+               for node in ast.walk(value))
+
+
+def _rebound_elsewhere(model: SemanticModel, binding) -> bool:
+    """A module-level name assigned more than once, or through `global` in a function: no constant."""
+    return len(model.scopes.module.bindings.get(binding.name, ())) > 1 or any(
+        isinstance(node, ast.Global) and binding.name in node.names for node in ast.walk(model.module))
+
+
+def _calls_are_harmless(model: SemanticModel, statement: ast.stmt, scope: Scope) -> bool:
+    """Calls of torch, math and builtins, and methods of values, none of them in place."""
+    for node in ast.walk(statement):
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr.endswith("_") and not func.attr.startswith("_"):
+                return False  # `buf.add_(x)`: state a later read sees
+            if not _constant_callee(model, func, scope):
+                return False
+        elif isinstance(node, (ast.Yield, ast.YieldFrom, ast.Await, ast.NamedExpr, *FUNCTION_NODES)):
+            return False
+    return True
+
+
+def _read_outside(region: GradModeChange, names: set[str]) -> bool:
+    """Whether the function reads one of `names` outside the region's statements."""
+    if not names:
+        return False
+    inside = {id(node) for statement in region.owner.body for node in ast.walk(statement)}
+    return any(isinstance(node, ast.Name) and node.id in names and isinstance(node.ctx, ast.Load)
+               and id(node) not in inside for node in ast.walk(region.function))
