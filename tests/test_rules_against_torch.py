@@ -190,3 +190,25 @@ def test_a_region_is_reported_exactly_where_forward_and_reverse_mode_disagree(na
                 if d.code == "NG004" and start - 1 <= d.row < end]
     assert bool(reported) == (not torch.allclose(forward, reverse)), (forward, reverse)
     assert bool(reported) == name.endswith(("_near_miss", "NearMiss"))
+
+
+@pytest.mark.parametrize("case", ["flow_traced_training_step", "flow_traced_training_step_near_miss"])
+def test_make_fx_of_a_training_step_is_reported_exactly_where_traced_and_eager_gradients_differ(case):
+    """A traced step that returns only `torch.autograd.grad`'s result gives eager's gradients (no
+    NG005); one that also returns the loss gives, differentiated, other gradients (NG005)."""
+    from lint_nograd.report.registry import RULES
+    from lint_nograd.run.engine import check_source
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    path = FIXTURES / f"{case}.py"
+    ns = runpy.run_path(str(path))
+    w = torch.tensor([0.3, -1.2, 0.7], requires_grad=True)
+    x = torch.tensor([1.0, 2.0, -0.5])
+    traced, eager = make_fx(ns["train_step"])(w, x)(w, x), ns["train_step"](w, x)
+    (eager_g, traced_g) = (eager, traced) if isinstance(eager, torch.Tensor) else (eager[0], traced[0])
+    agree = torch.allclose(eager_g, traced_g)
+    if not isinstance(eager, torch.Tensor):  # the loss is returned too: differentiate it, as a caller would
+        eager_loss_g = torch.autograd.grad(ns["model_loss"](w, x), w)[0]
+        agree = agree and torch.allclose(eager_loss_g, torch.autograd.grad(traced[1], w)[0])
+    reported = [d for d in check_source(path.read_bytes(), path.name, frozenset(RULES)) if d.code == "NG005"]
+    assert bool(reported) == (not agree) == case.endswith("near_miss")

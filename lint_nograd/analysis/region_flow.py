@@ -10,7 +10,11 @@ where it provably cannot:
   project's business (`argnums`, `functools.partial`); `()` means constants only;
 - `stores`: the region only stores values into attributes (`self.last_norm = x.norm()`) and locals
   nothing reads afterwards; if nothing the transform reaches reads those attributes, the region's
-  values go nowhere the transform returns.
+  values go nowhere the transform returns;
+- `local_only` and `returns_gradients`: a region that only binds locals (no state a tracer records,
+  such as an in-place update of a buffer), in code that `make_fx` traces through a function that
+  returns nothing but what `torch.autograd.grad` computes: the tracer records the backward pass
+  that eager mode ran, with the region respected, so the traced gradients equal the eager ones.
 
 Anything the walk does not know (a call into the project, a closure, a loop variable, `self`)
 makes the answer "it may matter". An `inference_mode` region is never exempt: its tensors raise
@@ -213,3 +217,68 @@ def _read_outside(region: GradModeChange, names: set[str]) -> bool:
     inside = {id(node) for statement in region.owner.body for node in ast.walk(statement)}
     return any(isinstance(node, ast.Name) and node.id in names and isinstance(node.ctx, ast.Load)
                and id(node) not in inside for node in ast.walk(region.function))
+
+
+def only_binds_locals(model: SemanticModel, region: GradModeChange) -> bool:
+    """Whether every statement of the region assigns to plain names, calling nothing but torch
+    functions and methods of values (none in place): no state outside the call changes."""
+    if region.api == "inference_mode" or isinstance(region.owner, ast.Expr) or region.function is None:
+        return False
+    scope = model.scopes.of.get(region.function)
+    if scope is None:
+        return False
+    for statement in region.owner.body:
+        if _is_docstring_or_pass(statement):
+            continue
+        if not isinstance(statement, (ast.Assign, ast.AnnAssign)) or statement.value is None:
+            return False
+        targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+        if not all(isinstance(node, (ast.Name, ast.Tuple, ast.List, ast.Store)) for target in targets
+                   for node in ast.walk(target)):
+            return False
+        if not _calls_are_harmless(model, statement, scope) or any(
+                isinstance(node, ast.keyword) and node.arg == "out" for node in ast.walk(statement)):
+            return False
+    return True
+
+
+_AUTOGRAD_GRAD = frozenset({"torch.autograd.grad"})
+
+
+def returns_only_gradients(model: SemanticModel, function: ast.AST) -> bool:
+    """Whether a function differentiates (`torch.autograd.grad`) and returns nothing but what that
+    computes: names bound to its result (or unpacked from it), subscripts of them, tuples and lists
+    of these, and `None`."""
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    scope = model.scopes.of.get(function)
+    if scope is None:
+        return False
+    gradients: set[str] = set()
+    returns: list[ast.Return] = []
+    stack = list(function.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (*FUNCTION_NODES, ast.ClassDef)):
+            continue
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) \
+                and model.scopes.qualified_names(node.value.func, scope) & _AUTOGRAD_GRAD:
+            for target in node.targets:
+                gradients.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+        elif isinstance(node, ast.Return):
+            returns.append(node)
+        elif isinstance(node, (ast.Yield, ast.YieldFrom)):
+            return False
+        stack += list(ast.iter_child_nodes(node))
+    return bool(gradients) and bool(returns) and all(
+        r.value is not None and _only_gradients(r.value, gradients) for r in returns)
+
+
+def _only_gradients(value: ast.expr, gradients: set[str]) -> bool:
+    if isinstance(value, (ast.Tuple, ast.List)):
+        return all(_only_gradients(element, gradients) for element in value.elts)
+    if isinstance(value, ast.Subscript):
+        return _only_gradients(value.value, gradients)
+    if isinstance(value, ast.Name):
+        return value.id in gradients
+    return isinstance(value, ast.Constant) and value.value is None

@@ -108,11 +108,13 @@ def modes_that_cannot_matter(region: Region, project: Optional[Project] = None,
         return frozenset()
     if region.stores and not project.reached_reads(region.stores):
         return every
+    modes = set()
     if region.inputs:
         key = (module, region.function)
-        return frozenset(mode for mode in (FORWARD, REVERSE)
-                         if set(region.inputs) <= project.constant_params(key, mode))
-    return frozenset()
+        modes.update(mode for mode in (FORWARD, REVERSE) if set(region.inputs) <= project.constant_params(key, mode))
+    if region.local_only and project.traced_only_for_gradients():
+        modes.add(DROPS)  # make_fx of a training step records the backward eager mode ran
+    return frozenset(modes)
 
 
 def first_selected(region: Region, reach: dict[str, Reacher], codes: frozenset[str],

@@ -561,10 +561,48 @@ class Project:
         return any(v[1:3] == key for ref in refs for value in self.resolve(module, ref) for v in self.runs(value))
 
     def reached_reads(self, attributes: Sequence[str]) -> bool:
-        """Whether a function some transform or tracer reaches loads one of these attribute names."""
-        wanted = set(attributes)
-        return any(wanted.intersection(function.reads) for key in self.reached
-                   if (function := self.function(key)) is not None)
+        """Whether a function some transform or tracer reaches may load one of these attribute names:
+        one that does, or a call into code outside the project (but torch's), which may read anything.
+        The calls are followed into every module (linking looks only where a region may be)."""
+        wanted, seen = set(attributes), set()
+        queue = deque(self.reached)
+        outer = self._permissive
+        self._permissive = 2  # any module may be loaded
+        try:
+            while queue:
+                key = queue.popleft()
+                function = self.function(key) if key not in seen else None
+                seen.add(key)
+                if function is None:
+                    continue
+                if wanted.intersection(function.reads):
+                    return True
+                refs = [*function.calls, *(ref for source in function.sources for ref in source.targets),
+                        *(ref for site in function.call_sites for refs in _arguments(site) for ref in refs)]
+                for value in self._values(key[0], refs):
+                    if value[0] in ("X", "XI") and not value[1].startswith(_LIBRARIES_THAT_READ_NOTHING):
+                        return True
+                    queue.extend((v[1], v[2]) for v in self.runs(value))
+        finally:
+            self._permissive = outer
+        return False
+
+    def traced_only_for_gradients(self) -> bool:
+        """Whether every tracer that drops regions is `make_fx` of functions that return only what
+        `torch.autograd.grad` computes in them (a training step): the traced graph then records the
+        backward pass eager mode ran, with every region respected."""
+        found = False
+        for module in self.loaded():
+            for function in self.summary(module).functions.values():
+                for source in function.sources:
+                    if DROPS not in source.modes:
+                        continue
+                    targets = self._functions(module, source.targets)
+                    if source.entry != "make_fx" or source.receivers or not targets or not all(
+                            (f := self.function((v[1], v[2]))) is not None and f.returns_gradients for v in targets):
+                        return False
+                    found = True
+        return found
 
     def where(self, module: str, span: Span, here: str) -> str:
         """`line 4` in the module `here`, `pkg/model.py:4` in another."""
@@ -592,6 +630,7 @@ class Project:
         return text
 
 
+_LIBRARIES_THAT_READ_NOTHING = ("torch.", "math.", "numpy.", "functools.", "operator.")  # of our attributes
 _WRAPPING = ("attr", "inst", "call", "wrap")  # the kinds of ref whose value comes from an inner ref
 _PASSED = ("param", "wrap")  # the kinds of ref that may stand for a parameter
 _UNSEEN = object()  # not looked up yet (None is an answer)

@@ -82,6 +82,7 @@ class Function:
     returns_region: Optional[Span] = None  # every return hands back a value computed in this region
     returns_api: str = ""
     reads: tuple[str, ...] = ()  # the attribute names its body loads (`x.last_norm`), for regions that only store
+    returns_gradients: bool = False  # it returns only what `torch.autograd.grad` computes in it (region_flow)
 
 
 @dataclass
@@ -102,6 +103,7 @@ class Region:
     inert: str = ""  # why it cannot change a result in any mode ("enable_grad"), from the file alone
     inputs: Optional[tuple[str, ...]] = None  # the parameters its values depend on, all else constant (region_flow)
     stores: tuple[str, ...] = ()  # the attributes it only stores into, read by nothing else it does
+    local_only: bool = False  # it only binds locals: no state a tracer records (region_flow)
 
 
 @dataclass
@@ -142,14 +144,16 @@ class ModuleSummary:
             "functions": {name: {"params": f.params, "kwonly": f.kwonly, "calls": f.calls,
                                  "call_sites": [site(c) for c in f.call_sites], "sources": [source(x) for x in f.sources],
                                  "returns_region": span(f.returns_region), "returns_api": f.returns_api,
-                                 "reads": f.reads}
+                                 "reads": f.reads,
+                                 "returns_gradients": f.returns_gradients}
                           for name, f in self.functions.items()},
             "classes": {name: {"bases": c.bases, "methods": c.methods, "attributes": c.attributes}
                         for name, c in self.classes.items()},
             "names": self.names,
             "regions": [{"function": r.function, "api": r.api, "inference": r.inference, "span": span(r.span),
                          "dual_level": span(r.dual_level), "cut": r.cut,
-                         "inert": r.inert, "inputs": r.inputs, "stores": r.stores} for r in self.regions],
+                         "inert": r.inert, "inputs": r.inputs, "stores": r.stores,
+                         "local_only": r.local_only} for r in self.regions],
             "backwards": [{"callees": b.callees, "callee_text": b.callee_text, "name": b.name,
                            "assigned_row": b.assigned_row, "span": span(b.span)} for b in self.backwards],
         }
@@ -172,7 +176,8 @@ class ModuleSummary:
         functions = {name: Function(tuple(f["params"]), tuple(f["kwonly"]), _refs(f["calls"]),
                                     [call_site(c) for c in f["call_sites"]], [source(s) for s in f["sources"]],
                                     span(f["returns_region"]), f["returns_api"],
-                                    tuple(f.get("reads", ())))
+                                    tuple(f.get("reads", ())),
+                                    bool(f.get("returns_gradients", False)))
                      for name, f in data["functions"].items()}
         classes = {name: Class(tuple(_refs(b) for b in c["bases"]), dict(c["methods"]),
                                {k: _refs(v) for k, v in c["attributes"].items()})
@@ -180,7 +185,8 @@ class ModuleSummary:
         regions = [Region(r["function"], r["api"], r["inference"], span(r["span"]), span(r["dual_level"]),
                           r["cut"],
                           r.get("inert", ""), None if r.get("inputs") is None else tuple(r["inputs"]),
-                          tuple(r.get("stores", ()))) for r in data["regions"]]
+                          tuple(r.get("stores", ())),
+                          bool(r.get("local_only", False))) for r in data["regions"]]
         backwards = [BackwardSite(_refs(b["callees"]), b["callee_text"], b["name"], b["assigned_row"],
                                   span(b["span"])) for b in data["backwards"]]
         return cls(functions, classes, {k: _refs(v) for k, v in data["names"].items()}, regions, backwards)
@@ -375,6 +381,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         self.method_class = self.model.name_of(outer[0].node) if kind == "method" else None
         self._visit_all(body)
         self.functions[name].reads = _attribute_loads(body)
+        self.functions[name].returns_gradients = region_flow.returns_only_gradients(self.model, node)
         self.scope, self.function, self.method_class, self.dual_level = outer
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
@@ -646,6 +653,7 @@ def _add_flow(summary: Region, model: SemanticModel, region) -> None:
         return
     summary.inputs = region_flow.region_inputs(model, region)
     summary.stores = region_flow.region_stores(model, region) or ()
+    summary.local_only = region_flow.only_binds_locals(model, region)
 
 
 def _attribute_loads(body: list[ast.stmt]) -> tuple[str, ...]:
