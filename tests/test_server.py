@@ -116,6 +116,7 @@ async def test_open_publishes_codes_ranges_severities_links_and_the_reaching_cal
     assert start(found["NG001"]) == (42, 23) and start(found["NG003"]) == (43, 4)
     assert found["NG004"].severity == types.DiagnosticSeverity.Error
     assert found["NG006"].severity == types.DiagnosticSeverity.Warning
+    assert found["NG001"].severity == types.DiagnosticSeverity.Information  # a note
     assert found["NG006"].source == "lint-nograd"
     assert found["NG006"].code_description.href.startswith("file://")
     assert found["NG006"].code_description.href.endswith("/NG006.md")

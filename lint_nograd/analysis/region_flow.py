@@ -11,7 +11,7 @@ where it provably cannot:
 - `stores`: the region only stores values into attributes (`self.last_norm = x.norm()`) and locals
   nothing reads afterwards; if nothing the transform reaches reads those attributes, the region's
   values go nowhere the transform returns;
-- `local_only` and `returns_gradients`: a region that only binds locals (no state a tracer records,
+- `local_only` and a gradient step: a region that only binds locals (no state a tracer records,
   such as an in-place update of a buffer), in code that `make_fx` traces through a function that
   returns nothing but what `torch.autograd.grad` computes: the tracer records the backward pass
   that eager mode ran, with the region respected, so the traced gradients equal the eager ones.
@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import ast
 import builtins
-from typing import Optional
+import weakref
+from dataclasses import dataclass
 
 from lint_nograd.analysis.model import GradModeChange, SemanticModel
 from lint_nograd.analysis.scopes import FUNCTION_NODES, Scope
@@ -34,6 +35,39 @@ _CONSTANT_MODULES = ("torch.", "math.", "numpy.", "operator.")  # calls of these
 _CONSTANT_IMPORTS = frozenset({"torch", "math", "numpy", "operator", "functools"})
 _BUILTINS = frozenset(dir(builtins))
 _MAX_DEPTH = 12
+
+
+@dataclass(frozen=True)
+class Flow:
+    """What the file alone says of whether a region can change a result."""
+
+    inert: str = ""  # ENABLE_GRAD: it turns nothing off in any mode
+    inputs: tuple[str, ...] | None = None  # the parameters its values depend on, all else constant
+    stores: tuple[str, ...] = ()  # the attributes it only stores into (its locals read by nothing after it)
+    local_only: bool = False  # it only binds locals, with no state a tracer records
+
+
+def flow_of(model: SemanticModel, region: GradModeChange) -> Flow:
+    """The flow facts of a `no_grad` or `set_grad_enabled(False)` region, from one walk of its body."""
+    if region.api == "inference_mode" or isinstance(region.owner, ast.Expr) or region.function is None:
+        return Flow()
+    if enables_grad_throughout(model, region):
+        return Flow(inert=ENABLE_GRAD)
+    scope = model.scopes.of.get(region.function)
+    if scope is None:
+        return Flow()
+    body = [s for s in region.owner.body if not _is_docstring_or_pass(s)]
+    nodes = [node for statement in body for node in ast.walk(statement)]
+    harmless = _calls_are_harmless(model, nodes, scope)
+    try:
+        inputs = _inputs(model, nodes, scope)
+    except RecursionError:
+        inputs = None
+    plain = harmless and all(isinstance(s, (ast.Assign, ast.AnnAssign)) and s.value is not None for s in body)
+    targets = [t for s in body for t in (s.targets if isinstance(s, ast.Assign) else [s.target])] if plain else []
+    local_only = plain and not any(isinstance(n, ast.keyword) and n.arg == "out" for n in nodes) and all(
+        isinstance(node, (ast.Name, ast.Tuple, ast.List, ast.Store)) for t in targets for node in ast.walk(t))
+    return Flow("", inputs, _stores(region, targets) if plain else (), local_only)
 
 
 def enables_grad_throughout(model: SemanticModel, region: GradModeChange) -> bool:
@@ -50,54 +84,32 @@ def enables_grad_throughout(model: SemanticModel, region: GradModeChange) -> boo
         for statement in body)
 
 
-def region_inputs(model: SemanticModel, region: GradModeChange) -> Optional[tuple[str, ...]]:
+def _inputs(model: SemanticModel, nodes: list[ast.AST], scope: Scope) -> tuple[str, ...] | None:
     """The parameters of the region's function that what it computes depends on, when everything
-    else it reads is a constant; None when it reads anything else (or is an `inference_mode` region)."""
-    if region.api == "inference_mode" or isinstance(region.owner, ast.Expr) or region.function is None:
-        return None
-    scope = model.scopes.of.get(region.function)
-    if scope is None:
-        return None
+    else it reads is a constant; None when it reads anything else."""
+    bound_here = {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     found: dict[str, None] = {}
-    bound_here = _bound_in(region.owner.body)
-    try:
-        for statement in region.owner.body:
-            if not _depends_only_on(model, statement, scope, found, bound_here, 0):
-                return None
-    except RecursionError:
-        return None
+    for node in nodes:
+        if not _reads_only_constants(model, node, scope, found, bound_here, 0):
+            return None
     return tuple(found)
 
 
-def region_stores(model: SemanticModel, region: GradModeChange) -> Optional[tuple[str, ...]]:
-    """The attribute names a region stores into, when that is all it does with what it computes:
-    every statement assigns to `x.attr` or `x.attr[key]`, or to a local that nothing outside the
-    region reads, and calls nothing but torch and tensor methods (no in-place ones). None otherwise."""
-    if region.api == "inference_mode" or isinstance(region.owner, ast.Expr) or region.function is None:
-        return None
-    scope = model.scopes.of.get(region.function)
-    if scope is None:
-        return None
+def _stores(region: GradModeChange, targets: list[ast.expr]) -> tuple[str, ...]:
+    """The attribute names the region stores into (`x.attr = ...`, `x.attr[key] = ...`), when the
+    rest of what it binds is locals nothing outside it reads; () otherwise."""
     attributes: dict[str, None] = {}
     locals_: set[str] = set()
-    for statement in region.owner.body:
-        if _is_docstring_or_pass(statement):
-            continue
-        if not isinstance(statement, (ast.Assign, ast.AnnAssign)) or statement.value is None:
-            return None
-        targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
-        for target in targets:
-            base = target.value if isinstance(target, ast.Subscript) else target
-            if isinstance(base, ast.Attribute):
-                attributes[base.attr] = None
-            elif isinstance(target, ast.Name):
-                locals_.add(target.id)
-            else:
-                return None
-        if not _calls_are_harmless(model, statement, scope):
-            return None
+    for target in targets:
+        base = target.value if isinstance(target, ast.Subscript) else target
+        if isinstance(base, ast.Attribute):
+            attributes[base.attr] = None
+        elif isinstance(target, ast.Name):
+            locals_.add(target.id)
+        else:
+            return ()
     if not attributes or _read_outside(region, locals_):
-        return None
+        return ()
     return tuple(attributes)
 
 
@@ -116,21 +128,27 @@ def _bound_in(statements: list[ast.stmt]) -> set[str]:
     return names
 
 
-def _depends_only_on(model: SemanticModel, node: ast.AST, scope: Scope, found: dict, bound_here: set[str],
-                     depth: int) -> bool:
-    """Whether every value `node` reads is a constant or a parameter of the function (added to `found`)."""
+def _reads_only_constants(model: SemanticModel, node: ast.AST, scope: Scope, found: dict, bound_here: set[str],
+                          depth: int) -> bool:
+    """Whether one node reads only constants and parameters of the function (added to `found`)."""
+    if isinstance(node, _UNKNOWABLE):
+        return False
+    if isinstance(node, ast.Call):
+        return _constant_callee(model, node.func, scope)
+    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in bound_here:
+        return _name_only_on(model, node, scope, found, depth)
+    return True
+
+
+def _depends_only_on(model: SemanticModel, value: ast.AST, scope: Scope, found: dict, depth: int) -> bool:
+    """Whether every value `value` reads is a constant or a parameter of the function (added to `found`)."""
     if depth > _MAX_DEPTH:
         return False
-    for child in ast.walk(node):
-        if isinstance(child, (*FUNCTION_NODES, ast.ClassDef, ast.Yield, ast.YieldFrom, ast.Await,
-                              ast.Global, ast.Nonlocal, ast.NamedExpr)):
-            return False
-        if isinstance(child, ast.Call) and not _constant_callee(model, child.func, scope):
-            return False
-        if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Load) and child.id not in bound_here:
-            if not _name_only_on(model, child, scope, found, depth):
-                return False
-    return True
+    return all(_reads_only_constants(model, node, scope, found, set(), depth) for node in ast.walk(value))
+
+
+_UNKNOWABLE = (*FUNCTION_NODES, ast.ClassDef, ast.Yield, ast.YieldFrom, ast.Await, ast.Global, ast.Nonlocal,
+               ast.NamedExpr)
 
 
 def _constant_callee(model: SemanticModel, func: ast.expr, scope: Scope) -> bool:
@@ -174,7 +192,7 @@ def _name_only_on(model: SemanticModel, name: ast.Name, scope: Scope, found: dic
             # a local computed from ..., or a module-level name: only as constant as its value
             if owner.node is model.module and _rebound_elsewhere(model, binding):
                 return False
-            if not _depends_only_on(model, binding.value, owner, found if owner is scope else {}, set(), depth + 1):
+            if not _depends_only_on(model, binding.value, owner, found if owner is scope else {}, depth + 1):
                 return False
             if owner is not scope and not _is_literal(binding.value):
                 return False  # a module-level tensor may require grad: only literals count
@@ -192,20 +210,28 @@ def _is_literal(value: ast.expr) -> bool:
 
 def _rebound_elsewhere(model: SemanticModel, binding) -> bool:
     """A module-level name assigned more than once, or through `global` in a function: no constant."""
-    return len(model.scopes.module.bindings.get(binding.name, ())) > 1 or any(
-        isinstance(node, ast.Global) and binding.name in node.names for node in ast.walk(model.module))
+    if len(model.scopes.module.bindings.get(binding.name, ())) > 1:
+        return True
+    declared = _GLOBALS.get(model)
+    if declared is None:
+        declared = _GLOBALS[model] = {name for node in ast.walk(model.module) if isinstance(node, ast.Global)
+                                      for name in node.names}
+    return binding.name in declared
 
 
-def _calls_are_harmless(model: SemanticModel, statement: ast.stmt, scope: Scope) -> bool:
+_GLOBALS: weakref.WeakKeyDictionary[SemanticModel, set[str]] = weakref.WeakKeyDictionary()  # once a file
+
+
+def _calls_are_harmless(model: SemanticModel, nodes: list[ast.AST], scope: Scope) -> bool:
     """Calls of torch, math and builtins, and methods of values, none of them in place."""
-    for node in ast.walk(statement):
+    for node in nodes:
         if isinstance(node, ast.Call):
             func = node.func
             if isinstance(func, ast.Attribute) and func.attr.endswith("_") and not func.attr.startswith("_"):
                 return False  # `buf.add_(x)`: state a later read sees
             if not _constant_callee(model, func, scope):
                 return False
-        elif isinstance(node, (ast.Yield, ast.YieldFrom, ast.Await, ast.NamedExpr, *FUNCTION_NODES)):
+        elif isinstance(node, _UNKNOWABLE):
             return False
     return True
 
@@ -217,29 +243,6 @@ def _read_outside(region: GradModeChange, names: set[str]) -> bool:
     inside = {id(node) for statement in region.owner.body for node in ast.walk(statement)}
     return any(isinstance(node, ast.Name) and node.id in names and isinstance(node.ctx, ast.Load)
                and id(node) not in inside for node in ast.walk(region.function))
-
-
-def only_binds_locals(model: SemanticModel, region: GradModeChange) -> bool:
-    """Whether every statement of the region assigns to plain names, calling nothing but torch
-    functions and methods of values (none in place): no state outside the call changes."""
-    if region.api == "inference_mode" or isinstance(region.owner, ast.Expr) or region.function is None:
-        return False
-    scope = model.scopes.of.get(region.function)
-    if scope is None:
-        return False
-    for statement in region.owner.body:
-        if _is_docstring_or_pass(statement):
-            continue
-        if not isinstance(statement, (ast.Assign, ast.AnnAssign)) or statement.value is None:
-            return False
-        targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
-        if not all(isinstance(node, (ast.Name, ast.Tuple, ast.List, ast.Store)) for target in targets
-                   for node in ast.walk(target)):
-            return False
-        if not _calls_are_harmless(model, statement, scope) or any(
-                isinstance(node, ast.keyword) and node.arg == "out" for node in ast.walk(statement)):
-            return False
-    return True
 
 
 _AUTOGRAD_GRAD = frozenset({"torch.autograd.grad"})

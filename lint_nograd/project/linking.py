@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from itertools import chain
 from pathlib import Path, PurePath
 from typing import Optional
@@ -100,6 +100,7 @@ class Project:
         self.reached: dict[FunctionKey, dict[str, Reacher]] = defaultdict(dict)
         self._queue: deque = deque()
         self._reported_in: Optional[tuple[frozenset[str], dict]] = None
+        self._flow: Optional[_FlowFacts] = None  # the flow rule's facts, read once after linking
 
     # -- modules ------------------------------------------------------------------------------------
 
@@ -535,74 +536,88 @@ class Project:
                     return callee[1], function
         return None
 
+    # -- the flow rule: what the whole project says of whether a region can change a result ----------
+    # Read once, after linking, from the modules linking loaded (later loads change no answer).
+
     def constant_params(self, key: FunctionKey, mode: str) -> frozenset[str]:
         """The parameters of a function that no transform reaching it in `mode` differentiates: it
         must be reached only directly (no reached function calls it or hands it on), and each
-        transform applied to it must leave them out (`argnums`, `functools.partial`)."""
+        transform applied to it must leave them out (`argnums`, `functools.partial`, in its module)."""
         reacher = self.reached.get(key, {}).get(mode)
         if reacher is None or reacher.through is not None or reacher.via is not None:
             return frozenset()
-        found: Optional[frozenset[str]] = None
-        for module in self.loaded():
-            for name, function in self.summary(module).functions.items():
-                if mode in self.reached.get((module, name), {}) and self._mentions(module, function, key):
-                    return frozenset()  # reached through a caller, which passes what it is given
-                for source in function.sources:
-                    if any(v[1:3] == key for v in self._functions(module, source.targets)):
-                        if mode not in source.modes:
-                            continue
-                        params = frozenset(source.constant_params) if module == key[0] else frozenset()
-                        found = params if found is None else found & params
-        return found or frozenset()
-
-    def _mentions(self, module: str, function: Function, key: FunctionKey) -> bool:
-        """Whether a function calls `key`, or passes it to a call."""
-        refs = [*function.calls, *(ref for site in function.call_sites for refs in _arguments(site) for ref in refs)]
-        return any(v[1:3] == key for ref in refs for value in self.resolve(module, ref) for v in self.runs(value))
+        facts = self._flow_facts()
+        if key in facts.mentioned.get(mode, ()):
+            return frozenset()  # reached through a caller, which passes what it is given
+        return facts.constant.get((key, mode), frozenset())
 
     def reached_reads(self, attributes: Sequence[str]) -> bool:
         """Whether a function some transform or tracer reaches may load one of these attribute names:
-        one that does, or a call into code outside the project (but torch's), which may read anything.
-        The calls are followed into every module (linking looks only where a region may be)."""
-        wanted, seen = set(attributes), set()
+        one that does, or a call into code outside the project (but torch's), which may read anything."""
+        facts = self._flow_facts()
+        if facts.reads is None:  # followed when first asked: it may load many modules
+            facts.reads, facts.external = self._reads_of_reached()
+        return facts.external or bool(facts.reads.intersection(attributes))
+
+    def traced_only_for_gradients(self) -> bool:
+        """Whether every tracer that drops regions is `make_fx` of functions that return only what
+        `torch.autograd.grad` computes in them (a training step): the traced graph then records the
+        backward pass eager mode ran, with every region respected."""
+        return self._flow_facts().gradient_steps_only
+
+    def _flow_facts(self) -> "_FlowFacts":
+        if self._flow is None:
+            facts = _FlowFacts()
+            steps = None
+            for module in self.loaded():
+                for name, function in self.summary(module).functions.items():
+                    refs = [*function.calls,
+                            *(ref for site in function.call_sites for refs in _arguments(site) for ref in refs)]
+                    modes = self.reached.get((module, name), {})
+                    if modes:
+                        mentioned = {(v[1], v[2]) for v in self._functions(module, refs)}
+                        for mode in modes:
+                            facts.mentioned.setdefault(mode, set()).update(mentioned)
+                    for source in function.sources:
+                        targets = self._functions(module, source.targets)
+                        for value in targets:
+                            for mode in source.modes:
+                                key = ((value[1], value[2]), mode)
+                                params = frozenset(source.constant_params) if module == value[1] else frozenset()
+                                facts.constant[key] = facts.constant[key] & params if key in facts.constant else params
+                        if DROPS in source.modes:
+                            steps = steps is not False and source.gradient_step and bool(targets)
+            facts.gradient_steps_only = bool(steps)
+            self._flow = facts
+        return self._flow
+
+    def _reads_of_reached(self) -> tuple[set[str], bool]:
+        """The attribute names the reached functions load, following their calls into every module
+        (linking looks only where a region may be), and whether one calls code outside the project."""
+        reads: set[str] = set()
+        seen: set[FunctionKey] = set()
         queue = deque(self.reached)
         outer = self._permissive
         self._permissive = 2  # any module may be loaded
         try:
             while queue:
                 key = queue.popleft()
-                function = self.function(key) if key not in seen else None
+                if key in seen:
+                    continue
                 seen.add(key)
+                function = self.function(key)
                 if function is None:
                     continue
-                if wanted.intersection(function.reads):
-                    return True
+                reads.update(function.reads)
                 refs = [*function.calls, *(ref for source in function.sources for ref in source.targets),
                         *(ref for site in function.call_sites for refs in _arguments(site) for ref in refs)]
                 for value in self._values(key[0], refs):
                     if value[0] in ("X", "XI") and not value[1].startswith(_LIBRARIES_THAT_READ_NOTHING):
-                        return True
+                        return reads, True
                     queue.extend((v[1], v[2]) for v in self.runs(value))
         finally:
             self._permissive = outer
-        return False
-
-    def traced_only_for_gradients(self) -> bool:
-        """Whether every tracer that drops regions is `make_fx` of functions that return only what
-        `torch.autograd.grad` computes in them (a training step): the traced graph then records the
-        backward pass eager mode ran, with every region respected."""
-        found = False
-        for module in self.loaded():
-            for function in self.summary(module).functions.values():
-                for source in function.sources:
-                    if DROPS not in source.modes:
-                        continue
-                    targets = self._functions(module, source.targets)
-                    if source.entry != "make_fx" or source.receivers or not targets or not all(
-                            (f := self.function((v[1], v[2]))) is not None and f.returns_gradients for v in targets):
-                        return False
-                    found = True
-        return found
+        return reads, False
 
     def where(self, module: str, span: Span, here: str) -> str:
         """`line 4` in the module `here`, `pkg/model.py:4` in another."""
@@ -628,6 +643,17 @@ class Project:
             function = display_name(function)
             text += f" through `{function if module == here else f'{module}.{function}'}`"
         return text
+
+
+@dataclass
+class _FlowFacts:
+    """What the flow rule reads of the linked project (see `Project._flow_facts`)."""
+
+    constant: dict = field(default_factory=dict)  # (function, mode) -> params no transform applied to it differentiates
+    mentioned: dict = field(default_factory=dict)  # mode -> functions a function reached in it calls or hands on
+    gradient_steps_only: bool = False
+    reads: Optional[set] = None  # the attribute names reached code loads (None: not followed yet)
+    external: bool = False  # reached code calls code outside the project, which may read any
 
 
 _LIBRARIES_THAT_READ_NOTHING = ("torch.", "math.", "numpy.", "functools.", "operator.")  # of our attributes

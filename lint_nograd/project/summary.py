@@ -59,6 +59,7 @@ class Source:
     text: str  # `jacfwd(loss)`, for messages
     receivers: tuple[Ref, ...] = ()  # `tracer.trace(m)`: a finding only if `tracer` is a torch.fx.Tracer
     constant_params: tuple[str, ...] = ()  # of the one function of this module it runs: those it does not differentiate
+    gradient_step: bool = False  # `make_fx` of a function of this module that returns only torch.autograd.grad's result
 
 
 @dataclass
@@ -82,7 +83,6 @@ class Function:
     returns_region: Optional[Span] = None  # every return hands back a value computed in this region
     returns_api: str = ""
     reads: tuple[str, ...] = ()  # the attribute names its body loads (`x.last_norm`), for regions that only store
-    returns_gradients: bool = False  # it returns only what `torch.autograd.grad` computes in it (region_flow)
 
 
 @dataclass
@@ -134,7 +134,7 @@ class ModuleSummary:
         def source(s):
             return {"entry": s.entry, "modes": s.modes, "targets": s.targets, "span": span(s.span), "text": s.text,
                     "receivers": s.receivers,
-                    "constant_params": s.constant_params}
+                    "constant_params": s.constant_params, "gradient_step": s.gradient_step}
 
         def site(c):
             return {"callees": c.callees, "args": c.args, "keywords": c.keywords, "span": span(c.span),
@@ -144,8 +144,7 @@ class ModuleSummary:
             "functions": {name: {"params": f.params, "kwonly": f.kwonly, "calls": f.calls,
                                  "call_sites": [site(c) for c in f.call_sites], "sources": [source(x) for x in f.sources],
                                  "returns_region": span(f.returns_region), "returns_api": f.returns_api,
-                                 "reads": f.reads,
-                                 "returns_gradients": f.returns_gradients}
+                                 "reads": f.reads}
                           for name, f in self.functions.items()},
             "classes": {name: {"bases": c.bases, "methods": c.methods, "attributes": c.attributes}
                         for name, c in self.classes.items()},
@@ -167,7 +166,7 @@ class ModuleSummary:
         def source(d):
             return Source(d["entry"], tuple(d["modes"]), _refs(d["targets"]), span(d["span"]), d["text"],
                           _refs(d["receivers"]),
-                          tuple(d.get("constant_params", ())))
+                          tuple(d.get("constant_params", ())), bool(d.get("gradient_step", False)))
 
         def call_site(d):
             return CallSite(_refs(d["callees"]), tuple(_refs(a) for a in d["args"]),
@@ -176,8 +175,7 @@ class ModuleSummary:
         functions = {name: Function(tuple(f["params"]), tuple(f["kwonly"]), _refs(f["calls"]),
                                     [call_site(c) for c in f["call_sites"]], [source(s) for s in f["sources"]],
                                     span(f["returns_region"]), f["returns_api"],
-                                    tuple(f.get("reads", ())),
-                                    bool(f.get("returns_gradients", False)))
+                                    tuple(f.get("reads", ())))
                      for name, f in data["functions"].items()}
         classes = {name: Class(tuple(_refs(b) for b in c["bases"]), dict(c["methods"]),
                                {k: _refs(v) for k, v in c["attributes"].items()})
@@ -380,8 +378,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         kind = self._method_kind(node)
         self.method_class = self.model.name_of(outer[0].node) if kind == "method" else None
         self._visit_all(body)
-        self.functions[name].reads = _attribute_loads(body)
-        self.functions[name].returns_gradients = region_flow.returns_only_gradients(self.model, node)
+        self.functions[name].reads = _attribute_reads(self.lines, node)
         self.scope, self.function, self.method_class, self.dual_level = outer
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
@@ -520,6 +517,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
                 self._add_source(entry.name, entry.modes_for(_literal_keywords(node)), targets, node)
                 if len(sources) > count:
                     sources[-1].constant_params = self._constant_params(entry, node)
+                    sources[-1].gradient_step = entry.name == "make_fx" and self._traces_a_gradient_step(node)
                 return
             if names & entry_points.FUNCTIONAL_CALL:
                 callees = self.refs(_first_argument(node, 0, "module"))  # functional_call(module, ...) calls it
@@ -542,6 +540,15 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         if any(args) or keywords:
             span = span_of(node, self.lines)
             self.functions[self.function].call_sites.append(CallSite(callees, args, keywords, span, _short(span)))
+
+    def _traces_a_gradient_step(self, call: ast.Call) -> bool:
+        """`make_fx(step)` where `step`, a function of this module, returns only what
+        `torch.autograd.grad` computes in it."""
+        target = _first_argument(call, 0, "f")
+        if not isinstance(target, ast.Name):
+            return False
+        bindings = self.scopes.lookup(self.scope, target.id, (target.lineno, target.col_offset))
+        return len(bindings) == 1 and region_flow.returns_only_gradients(self.model, bindings[0].node)
 
     def _constant_params(self, entry: entry_points.EntryPoint, call: ast.Call) -> tuple[str, ...]:
         """The parameters a transform does not differentiate, of the one function of this module it
@@ -648,26 +655,19 @@ def _add_flow(summary: Region, model: SemanticModel, region) -> None:
     """What the file alone says of whether the region can change a result (`analysis/region_flow.py`)."""
     if region.function is None or summary.cut or summary.inference:
         return
-    if region_flow.enables_grad_throughout(model, region):
-        summary.inert = region_flow.ENABLE_GRAD
-        return
-    summary.inputs = region_flow.region_inputs(model, region)
-    summary.stores = region_flow.region_stores(model, region) or ()
-    summary.local_only = region_flow.only_binds_locals(model, region)
+    flow = region_flow.flow_of(model, region)
+    summary.inert, summary.inputs, summary.stores, summary.local_only = (
+        flow.inert, flow.inputs, flow.stores, flow.local_only)
 
 
-def _attribute_loads(body: list[ast.stmt]) -> tuple[str, ...]:
-    """The attribute names a body loads, but as the base of a subscript it stores into."""
-    stored = {id(target.value) for node in _walk_all(body) if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign))
-              for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
-              if isinstance(target, ast.Subscript) and not isinstance(node, ast.AugAssign)}
-    return tuple(sorted({node.attr for node in _walk_all(body) if isinstance(node, ast.Attribute)
-                         and isinstance(node.ctx, ast.Load) and id(node) not in stored}))
+_ATTRIBUTE_READ = re.compile(r"\.\s*([A-Za-z_]\w*)\b(?!\s*=(?!=))")  # `.name`, but `.name = ...`
 
 
-def _walk_all(body: list[ast.stmt]):
-    for statement in body:
-        yield from ast.walk(statement)
+def _attribute_reads(lines: list[str], function: ast.AST) -> tuple[str, ...]:
+    """The attribute names a function's text reads (`x.last_norm`, not `x.last_norm = ...`): found in
+    the text, strings and comments included, so never fewer than its code loads."""
+    text = "\n".join(lines[function.lineno - 1:function.end_lineno or function.lineno])
+    return tuple(sorted(set(_ATTRIBUTE_READ.findall(text))))
 
 
 def _may_run_a_function(ref: Ref) -> bool:

@@ -302,8 +302,9 @@ def finish(data: bytes, display_path: str, codes: frozenset[str], found: list[Li
 def _finished(parsed: ParsedFile, model: SemanticModel, found: list[Linked], codes: frozenset[str],
               attach_fixes: AttachFixes | None) -> list[Diagnostic]:
     diagnostics = [diagnostic for _, diagnostic in found]
-    fixable = [(model.regions[index], diagnostic) for index, diagnostic in found
-               if index is not None and index < len(model.regions) and diagnostic.code in FIXABLE_CODES]
+    regions = model.regions  # a list made on each read: once
+    fixable = [(regions[index], diagnostic) for index, diagnostic in found
+               if index is not None and index < len(regions) and diagnostic.code in FIXABLE_CODES]
     if fixable and attach_fixes is not None:
         diagnostics = attach_fixes(diagnostics, fixable, parsed, model)
     return suppression.unsuppressed(diagnostics, parsed.lines, keep=suppression.UNUSED_NOQA in codes)
