@@ -110,7 +110,7 @@ def test_the_runtime_shim_imports():
 def test_the_try_it_diff_shows_both_rewrites():
     done = shell("lint-nograd fix --diff --unsafe-fixes examples/ --no-cache", ROOT)
     assert done.returncode == 1
-    assert "+    scale = stop_gradient(y.std() + 1e-6)  # meant as a constant" in done.stdout
+    assert "+    scale = stop_gradient(prediction.std() + 1e-6)  # meant as a constant" in done.stdout
     assert "+            baseline = stop_gradient(model(inputs).mean())" in done.stdout
 
 
@@ -120,7 +120,7 @@ def test_the_libcst_command_rewrites_a_file(project):
     done = subprocess.run(command, shell=True, cwd=project, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     text = (project / "src" / "model.py").read_text()
-    assert "scale = stop_gradient(y.std() + 1e-6)" in text  # the safe fix
+    assert "scale = stop_gradient(prediction.std() + 1e-6)" in text  # the safe fix
     assert "baseline = model(inputs).mean()" in text  # an unsafe fix, not asked for
     (project / "pyproject.toml").write_text("[tool.lint-nograd]\nunsafe-fixes = true\n")
     done = subprocess.run(command, shell=True, cwd=project, capture_output=True, text=True, timeout=300)

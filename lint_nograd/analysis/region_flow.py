@@ -87,10 +87,9 @@ def enables_grad_throughout(model: SemanticModel, region: GradModeChange) -> boo
 def _inputs(model: SemanticModel, nodes: list[ast.AST], scope: Scope) -> tuple[str, ...] | None:
     """The parameters of the region's function that what it computes depends on, when everything
     else it reads is a constant; None when it reads anything else."""
-    bound_here = {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     found: dict[str, None] = {}
-    for node in nodes:
-        if not _reads_only_constants(model, node, scope, found, bound_here, 0):
+    for node in nodes:  # a name the region binds is looked up too: `x = x * 2` in a loop reads `x`
+        if not _reads_only_constants(model, node, scope, found, 0):
             return None
     return tuple(found)
 
@@ -128,23 +127,45 @@ def _bound_in(statements: list[ast.stmt]) -> set[str]:
     return names
 
 
-def _reads_only_constants(model: SemanticModel, node: ast.AST, scope: Scope, found: dict, bound_here: set[str],
-                          depth: int) -> bool:
-    """Whether one node reads only constants and parameters of the function (added to `found`)."""
+def _reads_only_constants(model: SemanticModel, node: ast.AST, scope: Scope, found: dict, depth: int) -> bool:
+    """Whether one node reads only constants and parameters of the function (added to `found`), and
+    touches no autograd state (grad mode, `requires_grad`, a parameter made, an in-place change)."""
     if isinstance(node, _UNKNOWABLE):
         return False
     if isinstance(node, ast.Call):
-        return _constant_callee(model, node.func, scope)
-    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in bound_here:
+        return _constant_callee(model, node.func, scope) and not _touches_autograd(model, node, scope)
+    if isinstance(node, ast.Attribute):
+        return node.attr not in _AUTOGRAD_STATE
+    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
         return _name_only_on(model, node, scope, found, depth)
     return True
+
+
+# What no constant is: autograd state and grad mode, read or set (as region_values refuses them).
+_AUTOGRAD_STATE = frozenset({"requires_grad", "grad_fn", "is_leaf", "_version", "grad", "data"})
+_AUTOGRAD_CALLS = frozenset({
+    "torch.set_grad_enabled", "torch.is_grad_enabled", "torch._C._set_grad_enabled", "torch._C.is_grad_enabled",
+    "torch.is_inference_mode_enabled", "torch.nn.Parameter", "torch.nn.parameter.Parameter",
+    "torch.autograd.grad_mode.set_grad_enabled", "torch.autograd.grad_mode.is_grad_enabled",
+    "torch._C._set_fwd_grad_enabled", "torch._C._is_fwd_grad_enabled", "torch.enable_grad", "torch.no_grad",
+    "torch.inference_mode"})
+
+
+def _touches_autograd(model: SemanticModel, call: ast.Call, scope: Scope) -> bool:
+    func = call.func
+    if isinstance(func, ast.Attribute) and (func.attr.endswith("_") and not func.attr.startswith("_")
+                                            or func.attr in ("requires_grad_", "retain_grad", "backward")):
+        return True  # in place: state a later read sees
+    if any(keyword.arg in ("requires_grad", "out") for keyword in call.keywords):
+        return True
+    return bool(model.scopes.qualified_names(func, scope) & _AUTOGRAD_CALLS)
 
 
 def _depends_only_on(model: SemanticModel, value: ast.AST, scope: Scope, found: dict, depth: int) -> bool:
     """Whether every value `value` reads is a constant or a parameter of the function (added to `found`)."""
     if depth > _MAX_DEPTH:
         return False
-    return all(_reads_only_constants(model, node, scope, found, set(), depth) for node in ast.walk(value))
+    return all(_reads_only_constants(model, node, scope, found, depth) for node in ast.walk(value))
 
 
 _UNKNOWABLE = (*FUNCTION_NODES, ast.ClassDef, ast.Yield, ast.YieldFrom, ast.Await, ast.Global, ast.Nonlocal,
@@ -227,9 +248,7 @@ def _calls_are_harmless(model: SemanticModel, nodes: list[ast.AST], scope: Scope
     for node in nodes:
         if isinstance(node, ast.Call):
             func = node.func
-            if isinstance(func, ast.Attribute) and func.attr.endswith("_") and not func.attr.startswith("_"):
-                return False  # `buf.add_(x)`: state a later read sees
-            if not _constant_callee(model, func, scope):
+            if not _constant_callee(model, func, scope) or _touches_autograd(model, node, scope):
                 return False
         elif isinstance(node, _UNKNOWABLE):
             return False

@@ -112,7 +112,7 @@ def modes_that_cannot_matter(region: Region, project: Optional[Project] = None,
     if region.inputs:
         key = (module, region.function)
         modes.update(mode for mode in (FORWARD, REVERSE) if set(region.inputs) <= project.constant_params(key, mode))
-    if region.local_only and project.traced_only_for_gradients():
+    if region.local_only and project.traced_only_for_gradients((module, region.function)):
         modes.add(DROPS)  # make_fx of a training step records the backward eager mode ran
     return frozenset(modes)
 

@@ -559,16 +559,18 @@ class Project:
             facts.reads, facts.external = self._reads_of_reached()
         return facts.external or bool(facts.reads.intersection(attributes))
 
-    def traced_only_for_gradients(self) -> bool:
-        """Whether every tracer that drops regions is `make_fx` of functions that return only what
-        `torch.autograd.grad` computes in them (a training step): the traced graph then records the
-        backward pass eager mode ran, with every region respected."""
-        return self._flow_facts().gradient_steps_only
+    def traced_only_for_gradients(self, key: FunctionKey) -> bool:
+        """Whether every tracer that drops regions and reaches a function is `make_fx` of a function
+        that returns only what `torch.autograd.grad` computes in it (a training step): the traced graph
+        then records the backward pass eager mode ran, with every region respected."""
+        facts = self._flow_facts()
+        if facts.traced_plainly is None:  # followed when first asked
+            facts.traced_plainly = self._reached_from(facts.plain_tracings)
+        return key not in facts.traced_plainly
 
     def _flow_facts(self) -> "_FlowFacts":
         if self._flow is None:
             facts = _FlowFacts()
-            steps = None
             for module in self.loaded():
                 for name, function in self.summary(module).functions.items():
                     refs = [*function.calls,
@@ -585,11 +587,35 @@ class Project:
                                 key = ((value[1], value[2]), mode)
                                 params = frozenset(source.constant_params) if module == value[1] else frozenset()
                                 facts.constant[key] = facts.constant[key] & params if key in facts.constant else params
-                        if DROPS in source.modes:
-                            steps = steps is not False and source.gradient_step and bool(targets)
-            facts.gradient_steps_only = bool(steps)
+                        if DROPS in source.modes and not (source.gradient_step and targets):
+                            facts.plain_tracings += [(value[1], value[2]) for value in targets] or [None]
             self._flow = facts
         return self._flow
+
+    def _reached_from(self, starts: list) -> set:
+        """The functions `starts` call, run or hand on, transitively, in every module (a superset of
+        what linking reaches from them); every function when a start is unknown (None)."""
+        if None in starts:
+            return _EVERYTHING
+        seen: set[FunctionKey] = set()
+        queue = deque(starts)
+        outer = self._permissive
+        self._permissive = 2
+        try:
+            while queue:
+                key = queue.popleft()
+                if key in seen:
+                    continue
+                seen.add(key)
+                function = self.function(key)
+                if function is None:
+                    continue
+                refs = [*function.calls, *(ref for source in function.sources for ref in source.targets),
+                        *(ref for site in function.call_sites for refs in _arguments(site) for ref in refs)]
+                queue.extend((v[1], v[2]) for v in self._functions(key[0], refs))
+        finally:
+            self._permissive = outer
+        return seen
 
     def _reads_of_reached(self) -> tuple[set[str], bool]:
         """The attribute names the reached functions load, following their calls into every module
@@ -651,11 +677,20 @@ class _FlowFacts:
 
     constant: dict = field(default_factory=dict)  # (function, mode) -> params no transform applied to it differentiates
     mentioned: dict = field(default_factory=dict)  # mode -> functions a function reached in it calls or hands on
-    gradient_steps_only: bool = False
+    plain_tracings: list = field(default_factory=list)  # what tracers that are no gradient step run (None: unknown)
+    traced_plainly: Optional[set] = None  # the functions they reach (None: not followed yet)
     reads: Optional[set] = None  # the attribute names reached code loads (None: not followed yet)
     external: bool = False  # reached code calls code outside the project, which may read any
 
 
+class _Everything:
+    """A set that holds every function."""
+
+    def __contains__(self, item) -> bool:
+        return True
+
+
+_EVERYTHING = _Everything()
 _LIBRARIES_THAT_READ_NOTHING = ("torch.", "math.", "numpy.", "functools.", "operator.")  # of our attributes
 _WRAPPING = ("attr", "inst", "call", "wrap")  # the kinds of ref whose value comes from an inner ref
 _PASSED = ("param", "wrap")  # the kinds of ref that may stand for a parameter
