@@ -1,7 +1,8 @@
 """The command line: `lint-nograd check|fix [PATH ...]`, `lint-nograd rule CODE | --all` and
 `lint-nograd server`.
 
-Exit status: 0 nothing found, 1 findings, 2 a usage, configuration or I/O error.
+Exit status: 0 nothing found, 1 findings (notes only with `--exit-non-zero-on-note`), 2 a usage,
+configuration or I/O error.
 A path `-` is standard input, as with `--stdin-filename`, shown as `-`.
 """
 from __future__ import annotations
@@ -20,7 +21,7 @@ from lint_nograd.analysis.releases import assumed_row, default_target, target
 from lint_nograd.fix.fixer import Fixer
 from lint_nograd.fix.settings import FixSettings, first_party_modules
 from lint_nograd.fix.write import WriteError, replace_file, write_file
-from lint_nograd.report import output
+from lint_nograd.report import output, suppression
 from lint_nograd.report.diagnostics import Diagnostic
 from lint_nograd.report.registry import RULES
 from lint_nograd.run import runner
@@ -58,6 +59,7 @@ class Plan:
     torch_version: str = ""  # the torch release the findings are for: "2.13"
     stdin: bytes | None = None  # the source read from standard input, if any
     assumed: str = ""  # a named release newer than the table: which row stands for it
+    exit_on_note: bool = False  # a note alone makes the exit status 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -176,6 +178,8 @@ def shared_options() -> argparse.ArgumentParser:
     report.add_argument("--statistics", action="store_true", help="count findings per rule instead")
     report.add_argument("--exit-zero", action="store_true",
                         help="exit 0 even when there are findings (errors still exit 2)")
+    report.add_argument("--exit-non-zero-on-note", action="store_true",
+                        help="exit 1 when there are notes only, too (by default notes are shown and counted)")
     report.add_argument("-o", "--output-file", metavar="FILE",
                         help="write the report to FILE instead of standard output (errors stay on stderr)")
     report.add_argument("-q", "--quiet", action="count", default=0,
@@ -224,6 +228,7 @@ def plan_jobs(options: argparse.Namespace, cwd: Path | None = None) -> Plan:
         errors=[f"path does not exist: {path}" for path in found.missing],
         warnings=list(found.unreadable),
         unread=len(found.unreadable),
+        exit_on_note=options.exit_non_zero_on_note or config.exit_non_zero_on_note,
     )
     named = options.torch_version or config.torch_version
     if named and assumed_row(named):
@@ -314,7 +319,7 @@ def run_check(options: argparse.Namespace) -> int:
     if options.add_noqa:
         return _add_noqa(options, plan, outcome.diagnostics, plan.errors + outcome.errors)
     return _finish(options, outcome.diagnostics, plan.errors + outcome.errors, unread=plan.unread,
-                   unsafe_fixes=plan.fixes.unsafe_fixes, root=plan.root)
+                   unsafe_fixes=plan.fixes.unsafe_fixes, root=plan.root, exit_on_note=plan.exit_on_note)
 
 
 def _plan_and_cache(options: argparse.Namespace) -> tuple[Plan, Cache]:
@@ -478,6 +483,14 @@ def run_fix(options: argparse.Namespace) -> int:
                                Fixer(plan.fixes))
         _warn_about_cache(options, cache)
         remaining, errors = outcome.diagnostics, errors + outcome.errors
+        # an unused `# noqa` is a fact of the whole project: its removal is applied from the project's check
+        removed = _remove_unused_noqa(plan, remaining, errors)
+        if removed:
+            fixed_files += len({path for path, _ in removed} - {path for path, _ in fixed})
+            fixed += removed
+            outcome = runner.check(plan.jobs, plan.project_files, plan.import_roots, _workers(options), cache,
+                                   Fixer(plan.fixes))
+            remaining, errors = outcome.diagnostics, errors + outcome.errors
     remaining.sort(key=lambda d: d.sort_key)
     text_format = options.output_format in output.TEXT_FORMATS
     if text_format and fixed_files and not options.quiet:
@@ -489,13 +502,52 @@ def run_fix(options: argparse.Namespace) -> int:
             return EXIT_ERROR
         return EXIT_FINDINGS if fixed_files and not options.exit_zero else EXIT_CLEAN
     return _finish(options, remaining, errors, sys.stderr if options.stdin_filename else sys.stdout, plan.unread,
-                   plan.fixes.unsafe_fixes, plan.root)
+                   plan.fixes.unsafe_fixes, plan.root, plan.exit_on_note)
+
+
+def _remove_unused_noqa(plan: Plan, diagnostics: list[Diagnostic], errors: list[str]) -> list[tuple[str, object]]:
+    """Apply the fixes of NG100 findings (unused `# noqa` codes) the project's check gives, in `.py`
+    files; (display path, FixedRegion) for each. Each file is written in one step."""
+    from lint_nograd.fix.rewrite import FixedRegion, apply_edits
+    from lint_nograd.run.engine import ParseError, parse
+
+    by_path: dict[str, list[Diagnostic]] = {}
+    for diagnostic in diagnostics:
+        if diagnostic.code == "NG100" and diagnostic.fix is not None and diagnostic.cell is None \
+                and plan.fixes.applies(diagnostic.fix.applicability):
+            by_path.setdefault(diagnostic.path, []).append(diagnostic)
+    jobs = {job.display_path: job for job in plan.jobs if job.data is None}
+    removed: list[tuple[str, object]] = []
+    for shown, found in sorted(by_path.items()):
+        job = jobs.get(shown)
+        if job is None:
+            continue
+        try:
+            data = read_regular_file(job.path)
+            parsed = parse(data)
+            unused: dict[int, set[str]] = {}  # row -> the codes its directive names in vain
+            for diagnostic in found:
+                unused.setdefault(diagnostic.row, set()).add(suppression.unused_code(diagnostic))
+            text = apply_edits(parsed.text, [suppression.removal(parsed.lines, row, codes)[0]
+                                             for row, codes in unused.items()])
+            new = text.encode(parsed.encoding)
+            parse(new)  # never write what does not parse
+            replace_file(job.path, new, data, shown)
+        except (OSError, ParseError, UnicodeError) as error:
+            errors.append(f"cannot remove unused noqa directives from {shown}: {error}")
+            continue
+        except WriteError as error:
+            errors.append(str(error))
+            continue
+        removed += [(shown, FixedRegion(row, "NG100")) for row in sorted(unused)]
+    return removed
 
 
 def _finish(options: argparse.Namespace, diagnostics: list[Diagnostic], errors: list[str],
             stream: TextIO | None = None, unread: int = 0, unsafe_fixes: bool = False,
-            root: Path = Path(".")) -> int:
-    """Report the findings and errors of a run (to `--output-file`, if given); the exit status."""
+            root: Path = Path("."), exit_on_note: bool = False) -> int:
+    """Report the findings and errors of a run (to `--output-file`, if given); the exit status: a
+    note alone fails a run only when asked."""
     stream = stream or sys.stdout
     text_format = options.output_format in output.TEXT_FORMATS and not options.quiet  # -q: findings only
     width = output.terminal_width(None if options.output_file else stream)  # a file: COLUMNS, else 80
@@ -522,7 +574,8 @@ def _finish(options: argparse.Namespace, diagnostics: list[Diagnostic], errors: 
 
     if errors:
         return EXIT_ERROR
-    return EXIT_FINDINGS if diagnostics and not options.exit_zero else EXIT_CLEAN
+    failing = any(exit_on_note or diagnostic.severity != "note" for diagnostic in diagnostics)
+    return EXIT_FINDINGS if failing and not options.exit_zero else EXIT_CLEAN
 
 
 def run_rule(options: argparse.Namespace) -> int:
@@ -551,14 +604,14 @@ def run_server(options: argparse.Namespace) -> int:
 
 
 def _rule_table() -> str:
-    rows = [("CODE", "NAME", "DEFAULT", "FIX")] + [
-        (rule.code, rule.name, "on" if rule.code in DEFAULT_SELECT else "off",
+    rows = [("CODE", "NAME", "SEVERITY", "DEFAULT", "FIX")] + [
+        (rule.code, rule.name, rule.severity, "on" if rule.code in DEFAULT_SELECT else "off",
          "yes" if rule.fixable else "no")
         for rule in RULES.values()
     ]
-    widths = [max(len(row[column]) for row in rows) for column in range(3)]
+    widths = [max(len(row[column]) for row in rows) for column in range(4)]
     return "".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + f"  {row[3]}\n"
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + f"  {row[4]}\n"
         for row in rows
     )
 

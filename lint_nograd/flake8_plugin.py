@@ -15,9 +15,9 @@ from collections.abc import Iterator, Sequence
 from lint_nograd import __version__
 from lint_nograd.fix import rewrite
 from lint_nograd.report.output import applies
-from lint_nograd.report.registry import RULES
+from lint_nograd.report.registry import OFF_BY_DEFAULT, RULES
 
-ALL_CODES = frozenset(RULES)
+ALL_CODES = frozenset(RULES) - OFF_BY_DEFAULT  # flake8's selection chooses among the default rules
 
 
 class Plugin:

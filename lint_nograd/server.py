@@ -46,6 +46,8 @@ from lint_nograd.run.jobs import Job
 
 NAME = "lint-nograd"
 FIX_ALL = types.CodeActionKind.SourceFixAll + "." + NAME  # source.fixAll.lint-nograd
+_SEVERITY = {"error": types.DiagnosticSeverity.Error, "warning": types.DiagnosticSeverity.Warning,
+             "note": types.DiagnosticSeverity.Information}
 DEBOUNCE_SECONDS = 0.3
 
 
@@ -318,8 +320,7 @@ class LintServer(LanguageServer):
         return types.Diagnostic(
             range=self.range(text, diagnostic.row, diagnostic.col, diagnostic.end_row, diagnostic.end_col),
             message=diagnostic.message, source=NAME, code=diagnostic.code,
-            severity=types.DiagnosticSeverity.Error if diagnostic.severity == "error"
-            else types.DiagnosticSeverity.Warning,
+            severity=_SEVERITY.get(diagnostic.severity, types.DiagnosticSeverity.Error),
             code_description=types.CodeDescription(href=uri) if (uri := output.rule_page_uri(diagnostic.code)) else None,
             related_information=self.related(diagnostic, checked) or None)
 

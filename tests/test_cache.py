@@ -92,7 +92,7 @@ def test_another_torch_version_misses_the_cache(project, parsed, capsys):
     old = check(capsys, "--torch-version", "2.5")
     assert len(parsed) > before and new != old
     assert check(capsys, "--torch-version", "2.5") == old and check(capsys, "--torch-version", "2.13") == new
-    assert {d["severity"] for d in json.loads(new[1]) if d["code"] == "NG002"} == {"warning"}
+    assert {d["severity"] for d in json.loads(new[1]) if d["code"] == "NG002"} == {"note"}
     assert {d["severity"] for d in json.loads(old[1]) if d["code"] == "NG002"} == {"error"}
 
 

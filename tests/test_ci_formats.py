@@ -34,7 +34,7 @@ def test_sarif_is_valid_sarif_2_1_0_with_one_based_regions_and_rule_metadata():
     assert {result["ruleId"] for result in results} == {"NG001", "NG003", "NG004", "NG006"}
     for result in results:
         assert rules[result["ruleIndex"]]["id"] == result["ruleId"]
-        assert result["level"] == ("warning" if RULES[result["ruleId"]].severity == "warning" else "error")
+        assert result["level"] == RULES[result["ruleId"]].severity  # error, warning or note: SARIF's levels
         region = result["locations"][0]["physicalLocation"]["region"]
         assert region["startLine"] >= 1 and region["startColumn"] >= 1
         assert (region["endLine"], region["endColumn"]) >= (region["startLine"], region["startColumn"])
@@ -43,13 +43,13 @@ def test_sarif_is_valid_sarif_2_1_0_with_one_based_regions_and_rule_metadata():
 def test_github_workflow_commands():
     lines = run("github").splitlines()
     assert len(lines) == 4
-    command = re.compile(r"^::(error|warning) title=lint-nograd \((NG\d{3})\),file=([^,]+),line=(\d+),"
+    command = re.compile(r"^::(error|warning|notice) title=lint-nograd \((NG\d{3})\),file=([^,]+),line=(\d+),"
                          r"col=(\d+),endLine=(\d+),endColumn=(\d+)::(.*)$")
     for line in lines:
         match = command.match(line)
         assert match, line
         kind, code, path, row = match.group(1), match.group(2), match.group(3), int(match.group(4))
-        assert kind == ("warning" if RULES[code].severity == "warning" else "error")
+        assert kind == {"error": "error", "warning": "warning", "note": "notice"}[RULES[code].severity]
         assert path.endswith("meta_learning.py") and row >= 1
         assert "\n" not in match.group(8) and "%0A" not in match.group(8)
 

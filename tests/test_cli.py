@@ -62,14 +62,21 @@ def write(root: Path, files: dict[str, str]) -> None:
 
 
 CLEAN = {"a.py": "x = 1\n"}
-FINDING = {"a.py": "x = 1\ny = f(x)  # NG001\n"}
+FINDING = {"a.py": "x = 1\ny = f(x)  # NG003\n"}
+NOTE = {"a.py": "x = 1\ny = f(x)  # NG001\n"}  # NG001 is a note
+NOTE_FAILS = {**NOTE, "pyproject.toml": "[tool.lint-nograd]\nexit-non-zero-on-note = true\n"}
 
 
 @pytest.mark.parametrize("files, args, status", [
     (CLEAN, ["check"], 0),
     (FINDING, ["check"], 1),
     (FINDING, ["check", "--exit-zero"], 0),
-    (FINDING, ["check", "--ignore", "NG001"], 0),
+    (FINDING, ["check", "--ignore", "NG003"], 0),
+    (NOTE, ["check"], 0),  # shown and counted, but no failed run
+    (NOTE, ["check", "--exit-non-zero-on-note"], 1),
+    (NOTE_FAILS, ["check"], 1),
+    (NOTE_FAILS, ["check", "--exit-zero"], 0),
+    ({"a.py": "NG001 NG003\n"}, ["check"], 1),
     (CLEAN, ["check", "missing.py", "a.py"], 2),
     (FINDING, ["check", "--exit-zero", "missing", "."], 2),  # errors are not findings
     ({"a.py": "crash\n"}, ["check"], 2),
@@ -109,7 +116,7 @@ def test_concise_output_sorted_by_path_and_position(run, project):
         "a.py:3:1: NG003 found backward-without-graph",
         "b.py:1:1: NG001 found transform-under-no-grad",
         "b.py:1:7: NG004 [*] found no-grad-under-forward-mode",
-        "Found 2 errors and 1 warning.",
+        "Found 2 errors and 1 note.",
         "[*] 1 fixable with `lint-nograd fix`.",
     ]
 
@@ -120,7 +127,7 @@ def test_machine_formats_have_no_summary(run, project, output_format):
     status, out, _ = run("check", "--output-format", output_format)
     assert status == 1 and "Found" not in out
     if output_format == "github":
-        assert out.startswith("::warning title=lint-nograd (NG001),file=a.py,line=2,")
+        assert out.startswith("::error title=lint-nograd (NG003),file=a.py,line=2,")
     else:
         json.loads(out)
 
@@ -139,7 +146,8 @@ def codes_checked(project, monkeypatch, *args) -> frozenset[str]:
 
 
 @pytest.mark.parametrize("config, args, codes", [
-    ("", [], set(RULES)),
+    ("", [], set(RULES) - {"NG100"}),  # NG100 unused-noqa is off by default, as ruff's RUF100
+    ("", ["--extend-select", "NG100"], set(RULES)),
     ("", ["--select", "NG001,NG002"], {"NG001", "NG002"}),
     ("", ["--select", "NG001", "--select", "NG003"], {"NG001", "NG003"}),
     ("", ["--select", "ALL", "--ignore", "NG00"], set()),
@@ -149,7 +157,7 @@ def codes_checked(project, monkeypatch, *args) -> frozenset[str]:
     ('select = ["NG001", "NG002"]', ["--ignore", "NG002"], {"NG001"}),
     ('select = ["NG001", "NG002"]', ["--extend-select", "NG003"], {"NG001", "NG002", "NG003"}),
     ('ignore = ["NG003"]', ["--select", "NG003"], {"NG003"}),  # the command line wins
-    ('ignore = ["NG003"]', ["--isolated"], set(RULES)),
+    ('ignore = ["NG003"]', ["--isolated"], set(RULES) - {"NG100"}),
 ])
 def test_rule_selection(project, monkeypatch, config, args, codes):
     (project / "pyproject.toml").write_text(f"[tool.lint-nograd]\n{config}\n")
@@ -214,7 +222,7 @@ def test_missing_path_is_reported_after_checking_the_rest(run, project):
     write(project, FINDING)
     status, out, err = run("check", "--output-format", "concise", "nope", "a.py")
     assert status == 2
-    assert out.startswith("a.py:2:13: NG001")
+    assert out.startswith("a.py:2:13: NG003")
     assert err == "lint-nograd: error: path does not exist: nope\n"
 
 
@@ -240,7 +248,7 @@ def test_statistics(run, project):
     assert status == 1
     assert out == ("3  NG001      transform-under-no-grad\n"
                    "1  NG004  [*] no-grad-under-forward-mode\n"
-                   "Found 1 error and 3 warnings.\n[*] 1 fixable with `lint-nograd fix`.\n")
+                   "Found 1 error and 3 notes.\n[*] 1 fixable with `lint-nograd fix`.\n")
 
 
 @pytest.mark.parametrize("args, env, colored", [
@@ -286,9 +294,10 @@ def test_rule_without_a_page_prints_its_summary(run, monkeypatch):
 def test_rule_all_lists_every_rule(run):
     status, out, _ = run("rule", "--all")
     header, *rows = out.splitlines()
-    assert status == 0 and header.split() == ["CODE", "NAME", "DEFAULT", "FIX"]
+    assert status == 0 and header.split() == ["CODE", "NAME", "SEVERITY", "DEFAULT", "FIX"]
     assert [row.split() for row in rows] == [
-        [rule.code, rule.name, "on", "yes" if rule.fixable else "no"] for rule in RULES.values()]
+        [rule.code, rule.name, rule.severity, "off" if rule.code == "NG100" else "on", "yes" if rule.fixable else "no"]
+        for rule in RULES.values()]
 
 
 @pytest.mark.parametrize("args", [["rule", "NG999"], ["rule"], ["rule", "NG001", "--all"]])

@@ -1,9 +1,11 @@
 """`lint-nograd fix` end to end: what it writes, what it leaves alone, and its exit status."""
 from __future__ import annotations
 
+import shutil
 import stat
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from lint_nograd import cli
@@ -70,8 +72,9 @@ def test_fix_rewrites_then_has_nothing_left(project, capsys):
 def test_fix_reports_what_remains_and_exits_1(project, capsys):
     (project / "m.py").write_text(FIXABLE)
     (project / "n.py").write_text(NOT_FIXABLE)
-    status, out, _ = fix(capsys)
+    status, out, _ = fix(capsys, "--exit-non-zero-on-note")  # what remains is a note
     assert status == 1 and out.startswith("n.py:5:9: NG001 ") and "m.py" not in out
+    assert fix(capsys)[0] == 0
     assert (project / "n.py").read_text() == NOT_FIXABLE
 
 
@@ -154,7 +157,7 @@ def test_stdin_check_and_fix(project):
     assert checked.returncode == 1 and checked.stdout.startswith("pkg/m.py:6:10: NG004 [*]")
     fixed = run("fix", source=FIXABLE)
     assert (fixed.returncode, fixed.stdout) == (0, FIXED) and "No findings." in fixed.stderr
-    left = run("fix", source=NOT_FIXABLE)
+    left = run("fix", "--exit-non-zero-on-note", source=NOT_FIXABLE)
     assert (left.returncode, left.stdout) == (1, NOT_FIXABLE) and "pkg/m.py:5:9: NG001" in left.stderr
     assert not (project / "pkg").exists()
 
@@ -163,8 +166,8 @@ def test_force_exclude_applies_excludes_to_named_files(project, capsys):
     (project / "pyproject.toml").write_text('[tool.lint-nograd]\nextend-exclude = ["generated"]\n')
     (project / "generated").mkdir()
     (project / "generated" / "n.py").write_text(NOT_FIXABLE)
-    assert cli.main(["check", "generated/n.py"]) == 1  # named: checked, as ruff does
-    assert cli.main(["check", "--force-exclude", "generated/n.py"]) == 0
+    assert cli.main(["check", "--exit-non-zero-on-note", "generated/n.py"]) == 1  # named: checked, as ruff does
+    assert cli.main(["check", "--exit-non-zero-on-note", "--force-exclude", "generated/n.py"]) == 0
     capsys.readouterr()
 
 
@@ -245,7 +248,7 @@ def test_json_carries_the_applicability(project, capsys):
 def test_check_fix_fixes_as_fix_does(project, capsys):
     (project / "m.py").write_text(FIXABLE)
     (project / "n.py").write_text(NOT_FIXABLE)
-    status = cli.main(["check", "--fix", "--output-format", "concise"])
+    status = cli.main(["check", "--fix", "--output-format", "concise", "--exit-non-zero-on-note"])
     out, err = capsys.readouterr()
     assert status == 1 and out.startswith("n.py:5:9: NG001 ") and err.startswith("Fixed 1 region in 1 file.\n")
     assert (project / "m.py").read_text() == FIXED
@@ -316,3 +319,22 @@ def test_the_cache_keeps_fixes_apart_by_setting(project, capsys):
     [detached] = json.loads(capsys.readouterr().out)
     assert "stop_gradient(" in default["fix"]["edits"][0]["content"]
     assert ".detach()" in detached["fix"]["edits"][0]["content"]
+
+
+def test_fix_takes_out_the_noqa_codes_the_project_check_finds_unused(tmp_path, monkeypatch, capsys):
+    """NG100's fix is applied from the whole project's check: a directive used by a finding that
+    linking gives another file's call stays; a code silencing nothing goes, the directive with it
+    when it was its only code."""
+    project = tmp_path / "one_finding"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "projects" / "one_finding", project)
+    monkeypatch.chdir(project)
+    model = (project / "pkg" / "model.py").read_text()
+    assert cli.main(["fix", "--no-cache", "--extend-select", "NG100", "--show-fixes", "pkg/train.py"]) == 1
+    err = capsys.readouterr().err
+    assert "pkg/train.py:10: NG100 (unused-noqa)" in err and "pkg/train.py:6" not in err
+    train = (project / "pkg" / "train.py").read_text()
+    assert "traced = symbolic_trace(loss)  # noqa: NG005\n" in train  # used: loss is not given
+    assert "plain = jacrev(stale)\n" in train
+    assert (project / "pkg" / "model.py").read_text() == model  # not given: not written
+    cli.main(["check", "--no-cache", "--extend-select", "NG100", "--output-format", "concise", "pkg/train.py"])
+    assert "NG100" not in capsys.readouterr().out

@@ -94,8 +94,9 @@ def _position_and_code(line: str) -> str:
 
 def test_flake8_and_check_agree_on_the_checker_fixtures():
     # A file that does not parse is flake8's E999 (its tree plugins never run), not NG000.
+    # flake8 applies its own `# noqa`, which it also finds inside strings, where lint-nograd does not.
     names = sorted(path.name for path in CHECKER_FIXTURES.glob("*.py")
-                   if not path.name.startswith("ng000_"))
+                   if not path.name.startswith("ng000_") and path.name != "noqa.py")
     from_flake8 = flake8(*names, cwd=CHECKER_FIXTURES)
     assert from_flake8 and from_flake8 == lint_nograd(*names, cwd=CHECKER_FIXTURES)
 

@@ -129,8 +129,15 @@ def test_color_only_when_asked():
     assert "\x1b[1mpkg/model.py\x1b[0m" in colored and "\x1b[1;31mNG004\x1b[0m" in colored
 
 
+NOTE = Diagnostic("NG001", "grad under no_grad", "train.py", 14, 1, 14, 5, "note", "        x\n")
+
+
 @pytest.mark.parametrize("diagnostics, text", [
     ([], "No findings.\n"),
+    ([NOTE], "Found 1 note.\n"),
+    ([FIXABLE, NOTE, NOTE], "Found 1 error and 2 notes.\n[*] 1 fixable with `lint-nograd fix`.\n"),
+    ([FIXABLE, WARNING, WARNING, NOTE, NOTE, NOTE],
+     "Found 1 error, 2 warnings and 3 notes.\n[*] 1 fixable with `lint-nograd fix`.\n"),
     ([WARNING], "Found 1 warning.\n"),
     ([FIXABLE], "Found 1 error.\n[*] 1 fixable with `lint-nograd fix`.\n"),
     ([WARNING, WARNING], "Found 2 warnings.\n"),
@@ -224,7 +231,7 @@ def test_sarif_required_fields():
     for rule in driver["rules"]:
         assert rule["name"] == RULES[rule["id"]].name
         assert rule["shortDescription"]["text"]
-        assert rule["defaultConfiguration"]["level"] in ("error", "warning")
+        assert rule["defaultConfiguration"]["level"] == RULES[rule["id"]].severity
     assert "NG001" in driver["rules"][1]["help"]["markdown"]  # from rules/NG001.md
 
     first, second = run["results"]
@@ -274,6 +281,13 @@ def test_sarif_uri(path, uri):
 ])
 def test_github_workflow_command(diagnostic, line):
     assert output.render([diagnostic], "github") == line + "\n"
+
+
+def test_a_note_in_every_machine_format():
+    """SARIF's level `note`, GitHub's `::notice`, JSON's `severity`."""
+    assert json.loads(output.render([NOTE], "sarif"))["runs"][0]["results"][0]["level"] == "note"
+    assert output.render([NOTE], "github").startswith("::notice title=lint-nograd (NG001),file=train.py,line=14,")
+    assert json.loads(output.render([NOTE], "json"))[0]["severity"] == "note"
 
 
 @given(st.text())

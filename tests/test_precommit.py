@@ -19,8 +19,8 @@ import pytest
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 
-BAD = ("import torch\nfrom torch.func import grad\n\n"
-       "with torch.no_grad():\n    g = grad(torch.sin)(torch.tensor(1.0))\n")
+BAD = ("import torch\n\nw = torch.ones(2, requires_grad=True)\n"
+       "with torch.no_grad():\n    loss = (w * 2).sum()\nloss.backward()\n")  # NG003, an error
 CLEAN = ("import torch\n\nmodel = torch.nn.Linear(2, 2)\n"
          "with torch.no_grad():\n    y = model(torch.ones(2))\n")
 FIXABLE = ("import torch\nfrom torch.func import jacfwd\n\n\ndef f(x):\n    with torch.no_grad():\n"
@@ -135,7 +135,7 @@ def test_a_staged_finding_fails_the_hook(project, environment):
     stage(project, environment, **{"train.py": BAD})
     done = pre_commit("run", "lint-nograd", "--color", "never", cwd=project, env=environment)
     assert done.returncode == 1, done.output
-    assert "train.py:5:9: NG001" in done.output
+    assert "train.py:6:1: NG003" in done.output
 
 
 def test_a_clean_file_passes(project, environment):
@@ -224,4 +224,4 @@ def test_the_local_system_hook_of_the_readme(tmp_path, environment):
     stage(folder, env, **{"train.py": BAD, "clean.py": CLEAN})
     done = pre_commit("run", "--color", "never", cwd=folder, env=env)
     assert done.returncode == 1, done.output
-    assert "train.py:5:9: NG001" in done.output and "clean.py" not in done.output
+    assert "train.py:6:1: NG003" in done.output and "clean.py" not in done.output

@@ -9,6 +9,7 @@ After an intended change of messages, regenerate with
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 from pathlib import Path
@@ -49,6 +50,13 @@ def test_project(expectation: Path, capsys):
         expectation.write_text(f"# {shlex.join(args)}\n{got}")
         expected = got
     assert got == expected
+
+
+@pytest.mark.parametrize("expectation", EXPECTATIONS, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_one_finding_per_problem(expectation: Path):
+    """No two findings print the same line: a call reaching two regions names each region's place."""
+    findings = [line for line in read(expectation)[1].splitlines() if re.match(r"\S+:\d+:\d+: NG\d{3} ", line)]
+    assert len(findings) == len(set(findings))
 
 
 @pytest.mark.parametrize("expectation", EXPECTATIONS, ids=lambda p: f"{p.parent.name}/{p.stem}")

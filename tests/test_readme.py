@@ -42,7 +42,7 @@ def test_try_it_checks_the_example_as_the_readme_says():
     done = shell(command + " --no-cache --output-format concise", ROOT)
     assert done.returncode == 1
     # what the README says: four findings, one with a safe fix and one with an unsafe fix
-    assert ("Found 2 errors and 2 warnings.\n[*] 1 fixable with `lint-nograd fix` (1 hidden fix can be enabled with the "
+    assert ("Found 2 errors, 1 warning and 1 note.\n[*] 1 fixable with `lint-nograd fix` (1 hidden fix can be enabled with the "
             "`--unsafe-fixes` option).\n") in done.stdout
 
 
@@ -83,7 +83,7 @@ def test_the_github_workflow_runs_and_writes_sarif(project):
     assert runs[0].startswith("pip install")
     annotations = shell(runs[1], project)
     assert annotations.returncode == 1
-    assert all(line.startswith(("::error ", "::warning ")) for line in annotations.stdout.splitlines())
+    assert all(line.startswith(("::error ", "::warning ", "::notice ")) for line in annotations.stdout.splitlines())
     sarif = shell(runs[2] + " --no-cache", project)
     assert sarif.returncode == 0
     log = json.loads((project / "lint-nograd.sarif").read_text())
@@ -110,7 +110,7 @@ def test_the_runtime_shim_imports():
 def test_the_try_it_diff_shows_both_rewrites():
     done = shell("lint-nograd fix --diff --unsafe-fixes examples/ --no-cache", ROOT)
     assert done.returncode == 1
-    assert "+    scale = stop_gradient(y.std() + 1e-6)  # meant as a constant" in done.stdout
+    assert "+    scale = stop_gradient(prediction.std() + 1e-6)  # meant as a constant" in done.stdout
     assert "+            baseline = stop_gradient(model(inputs).mean())" in done.stdout
 
 
@@ -120,7 +120,7 @@ def test_the_libcst_command_rewrites_a_file(project):
     done = subprocess.run(command, shell=True, cwd=project, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     text = (project / "src" / "model.py").read_text()
-    assert "scale = stop_gradient(y.std() + 1e-6)" in text  # the safe fix
+    assert "scale = stop_gradient(prediction.std() + 1e-6)" in text  # the safe fix
     assert "baseline = model(inputs).mean()" in text  # an unsafe fix, not asked for
     (project / "pyproject.toml").write_text("[tool.lint-nograd]\nunsafe-fixes = true\n")
     done = subprocess.run(command, shell=True, cwd=project, capture_output=True, text=True, timeout=300)

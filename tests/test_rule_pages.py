@@ -48,7 +48,7 @@ def test_fix_of_the_example_is_the_use_instead(page):
     """What `lint-nograd fix` writes for the bad example is the page's good one (comments aside)."""
     from lint_nograd.fix.rewrite import fix_text
 
-    assert _without_comments(fix_text(example(page, "Example"))) == _without_comments(example(page, "Use instead"))
+    assert _without_comments(fix_text(example(page, "Example"), ALL)) == _without_comments(example(page, "Use instead"))
 
 
 def test_the_memory_preserving_form_of_ng004():

@@ -29,7 +29,19 @@ def run_example(code: str, section: str) -> dict:
 def test_ng001_transform_ignores_the_region():
     ns = run_example("NG001", "Example")
     assert torch.allclose(ns["slope"], torch.cos(torch.tensor(1.5)))
-    assert not ns["slope"].requires_grad  # only the result comes back without a graph
+    assert ns["slope"].grad_fn is None  # only the result comes back without a graph
+
+
+def test_ng001_both_intents_as_the_page_measures_them():
+    """Outside the region the slope keeps a graph (d slope/dx = -sin x); cut, it has none, as inside."""
+    kept, cut = ({} for _ in range(2))
+    for code, namespace in zip(examples(PAGE["NG001"], "Use instead"), (kept, cut)):
+        exec(compile(code, "NG001.md", "exec"), namespace)
+    inside = run_example("NG001", "Example")["slope"]
+    assert kept["slope"].item() == pytest.approx(0.0707, abs=1e-4) == cut["slope"].item() == inside.item()
+    assert kept["slope"].grad_fn is not None and cut["slope"].grad_fn is None
+    (second,) = torch.autograd.grad(kept["slope"], kept["x"])
+    assert float(second) == pytest.approx(-0.9975, abs=1e-4)
 
 
 def test_ng002_transform_under_inference_mode_as_the_release_table_says():
@@ -136,3 +148,67 @@ def test_ng006_inference_mode_region_saved_for_backward_raises():
     # the fixture's module-level `jacrev(inference_saved)(x)` is the call that fails
     with pytest.raises(RuntimeError, match="Inference tensors cannot be saved for backward"):
         runpy.run_path(str(FIXTURES / "ng006_reverse_mode.py"))
+
+
+FLOW = FIXTURES / "flow_cannot_matter.py"
+
+
+def _flow_calls(ns: dict) -> dict:
+    """How each function of flow_cannot_matter.py is transformed there: (function, arguments, argnums)."""
+    w = ns["W"]
+    return {
+        "bound_by_partial": (functools.partial(ns["bound_by_partial"], w), (X,), 0),
+        "bound_by_partial_near_miss": (functools.partial(ns["bound_by_partial_near_miss"], w), (X,), 0),
+        "left_out_by_argnums": (ns["left_out_by_argnums"], (X, w.double()), 0),
+        "left_out_by_argnums_near_miss": (ns["left_out_by_argnums_near_miss"], (X, w.double()), 1),
+        "global_constant": (ns["global_constant"], (X,), 0),
+        "local_from_input_near_miss": (ns["local_from_input_near_miss"], (X,), 0),
+        "reenabled": (ns["reenabled"], (X,), 0),
+        "reenabled_near_miss": (ns["reenabled_near_miss"], (X,), 0),
+        "Logged": (ns["Logged"](), (X,), 0),
+        "LoggedNearMiss": (ns["LoggedNearMiss"](), (X,), 0),
+    }
+
+
+@pytest.mark.parametrize("name", list(_flow_calls(runpy.run_path(str(FLOW)))))
+def test_a_region_is_reported_exactly_where_forward_and_reverse_mode_disagree(name):
+    """The flow rule: every exempt region computes the same under jacfwd and jacrev; every near-miss
+    does not, and is reported."""
+    from lint_nograd.report.registry import RULES
+    from lint_nograd.run.engine import check_source
+
+    ns = runpy.run_path(str(FLOW))
+    function, arguments, argnums = _flow_calls(ns)[name]
+    forward = jacfwd(function, argnums=argnums)(*arguments)
+    reverse = jacrev(function, argnums=argnums)(*arguments)
+    source = FLOW.read_text()
+    start = next(row for row, line in enumerate(source.splitlines(), 1)
+                 if line.startswith((f"def {name}(", f"class {name}(")))
+    end = next((row for row, line in enumerate(source.splitlines(), 1)
+                if row > start and line.startswith(("def ", "class ", "@", "jacfwd("))), None)
+    reported = [d for d in check_source(source.encode(), FLOW.name, frozenset(RULES))
+                if d.code == "NG004" and start - 1 <= d.row < end]
+    assert bool(reported) == (not torch.allclose(forward, reverse)), (forward, reverse)
+    assert bool(reported) == name.endswith(("_near_miss", "NearMiss"))
+
+
+@pytest.mark.parametrize("case", ["flow_traced_training_step", "flow_traced_training_step_near_miss"])
+def test_make_fx_of_a_training_step_is_reported_exactly_where_traced_and_eager_gradients_differ(case):
+    """A traced step that returns only `torch.autograd.grad`'s result gives eager's gradients (no
+    NG005); one that also returns the loss gives, differentiated, other gradients (NG005)."""
+    from lint_nograd.report.registry import RULES
+    from lint_nograd.run.engine import check_source
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    path = FIXTURES / f"{case}.py"
+    ns = runpy.run_path(str(path))
+    w = torch.tensor([0.3, -1.2, 0.7], requires_grad=True)
+    x = torch.tensor([1.0, 2.0, -0.5])
+    traced, eager = make_fx(ns["train_step"])(w, x)(w, x), ns["train_step"](w, x)
+    (eager_g, traced_g) = (eager, traced) if isinstance(eager, torch.Tensor) else (eager[0], traced[0])
+    agree = torch.allclose(eager_g, traced_g)
+    if not isinstance(eager, torch.Tensor):  # the loss is returned too: differentiate it, as a caller would
+        eager_loss_g = torch.autograd.grad(ns["model_loss"](w, x), w)[0]
+        agree = agree and torch.allclose(eager_loss_g, torch.autograd.grad(traced[1], w)[0])
+    reported = [d for d in check_source(path.read_bytes(), path.name, frozenset(RULES)) if d.code == "NG005"]
+    assert bool(reported) == (not agree) == case.endswith("near_miss")

@@ -116,6 +116,7 @@ async def test_open_publishes_codes_ranges_severities_links_and_the_reaching_cal
     assert start(found["NG001"]) == (42, 23) and start(found["NG003"]) == (43, 4)
     assert found["NG004"].severity == types.DiagnosticSeverity.Error
     assert found["NG006"].severity == types.DiagnosticSeverity.Warning
+    assert found["NG001"].severity == types.DiagnosticSeverity.Information  # a note
     assert found["NG006"].source == "lint-nograd"
     assert found["NG006"].code_description.href.startswith("file://")
     assert found["NG006"].code_description.href.endswith("/NG006.md")
@@ -167,7 +168,7 @@ async def test_a_quick_fix_rewrites_the_region(client, project):
     assert quick_fix.kind == types.CodeActionKind.QuickFix and quick_fix.is_preferred
     assert "source.fixAll.lint-nograd" in [a.kind for a in offered]  # offered next to a fix
     fixed = apply(EXAMPLE, quick_fix.edit.changes[path.as_uri()])
-    assert "\n    scale = stop_gradient(y.std() + 1e-6)  # meant as a constant\n" in fixed
+    assert "\n    scale = stop_gradient(prediction.std() + 1e-6)  # meant as a constant\n" in fixed
     assert "from lint_nograd import stop_gradient\n" in fixed
     after = await published(client, path.as_uri(), change(client, path, fixed, 2))
     assert {d.code for d in after} == {"NG001", "NG003", "NG004"}

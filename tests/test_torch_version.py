@@ -31,19 +31,19 @@ EXPECTED = {
         ("NG002", "error", "`grad(...)` returns zeros on torch 2.5: it runs under `inference_mode` (line 5)"),
         ("NG002", "error", "`jacfwd(...)` raises on torch 2.5: it runs under `inference_mode` (line 5)"),
         ("NG002", "error", "`linearize(...)` returns zeros on torch 2.5: it runs under `inference_mode` (line 5)"),
-        ("NG001", "warning", "`grad(...)` ignores the `no_grad` region (line 9) around it and differentiates anyway"),
+        ("NG001", "note", "`grad(...)` differentiates as if the `no_grad` region (line 9) were not there"),
     ],
     "2.13": [
-        ("NG002", "warning", "`grad(...)` under `inference_mode` (line 5): correct on torch 2.13, zeros before 2.12"),
-        ("NG002", "warning", "`jacfwd(...)` under `inference_mode` (line 5): correct on torch 2.13, raises before 2.12"),
+        ("NG002", "note", "`grad(...)` under `inference_mode` (line 5): correct on torch 2.13, zeros before 2.12"),
+        ("NG002", "note", "`jacfwd(...)` under `inference_mode` (line 5): correct on torch 2.13, raises before 2.12"),
         ("NG002", "error", "`linearize(...)` returns zeros on torch 2.13: it runs under `inference_mode` (line 5)"),
-        ("NG001", "warning", "`grad(...)` ignores the `no_grad` region (line 9) around it and differentiates anyway"),
+        ("NG001", "note", "`grad(...)` differentiates as if the `no_grad` region (line 9) were not there"),
     ],
     "2.4": [
         ("NG002", "error", "`grad(...)` returns zeros on torch 2.4: it runs under `inference_mode` (line 5)"),
         ("NG002", "error", "`jacfwd(...)` raises on torch 2.4: it runs under `inference_mode` (line 5)"),
         ("NG002", "error", "`linearize(...)` raises on torch 2.4: it runs under `inference_mode` (line 5)"),
-        ("NG001", "warning", "`grad(...)` ignores the `no_grad` region (line 9) around it and differentiates anyway"),
+        ("NG001", "note", "`grad(...)` differentiates as if the `no_grad` region (line 9) were not there"),
     ],
 }
 
@@ -80,9 +80,40 @@ def test_the_setting_and_the_option_the_option_wins(project):
 
 def test_the_summary_counts_what_the_release_gets_wrong(project):
     done = lint_nograd(project, "check", "--no-cache", "--output-format", "concise", "--torch-version", "2.13")
-    assert done.stdout.endswith("\nFound 1 error and 3 warnings.\n")
+    assert done.stdout.endswith("\nFound 1 error and 3 notes.\n")
     done = lint_nograd(project, "check", "--no-cache", "--output-format", "concise", "--torch-version", "2.5")
-    assert done.stdout.endswith("\nFound 3 errors and 1 warning.\n")
+    assert done.stdout.endswith("\nFound 3 errors and 1 note.\n")
+
+
+def test_notes_alone_do_not_fail_a_run_unless_asked(project):
+    """On 2.13 the transforms under `inference_mode` and `no_grad` are right: notes, exit 0."""
+    (project / "m.py").write_text(SOURCE.replace("    line = linearize(torch.sin, x)\n", ""))
+    done = lint_nograd(project, "check", "--no-cache", "--output-format", "concise", "--torch-version", "2.13")
+    assert done.returncode == 0 and done.stdout.endswith("\nFound 3 notes.\n")
+    done = lint_nograd(project, "check", "--no-cache", "--torch-version", "2.13", "--exit-non-zero-on-note")
+    assert done.returncode == 1
+    done = lint_nograd(project, "check", "--no-cache", "--torch-version", "2.5")  # zeros there: errors
+    assert done.returncode == 1
+
+
+def test_ng001_is_an_error_on_a_release_where_the_transform_misbehaves_under_the_region():
+    """No release in the table gets a transform under `no_grad` wrong (old functorch did: it raised);
+    a row that said so makes NG001 an error whose help says to call the transform outside."""
+    import ast
+    from dataclasses import replace
+    from types import MappingProxyType
+
+    from lint_nograd.analysis.model import SemanticModel
+    from lint_nograd.checks import transform_in_region
+
+    model = SemanticModel(ast.parse(SOURCE), SOURCE)
+    row = releases.behaviour("2.13")
+    wrong = replace(row, outer_no_grad=MappingProxyType({**row.outer_no_grad, "grad": "raises"}))
+    [right] = [f for f in transform_in_region.check(model, frozenset({"NG001"}), row, "2.13") if f.code == "NG001"]
+    [bad] = [f for f in transform_in_region.check(model, frozenset({"NG001"}), wrong, "2.13") if f.code == "NG001"]
+    assert (right.severity, bad.severity) == ("note", "error")
+    assert bad.message == "`grad(...)` raises on torch 2.13: it runs under `no_grad` (line 9)"
+    assert "outside the region" in bad.help and "noqa" in right.help
 
 
 @pytest.mark.parametrize("args, message", [

@@ -13,7 +13,7 @@ from typing import Iterator, NamedTuple, Optional
 from lint_nograd.analysis.entry_points import DROPS, FORWARD, REVERSE
 from lint_nograd.analysis.releases import Behaviour
 from lint_nograd.checks.finding import fit, shorten
-from lint_nograd.project.linking import Reacher
+from lint_nograd.project.linking import Project, Reacher
 from lint_nograd.project.summary import Region, display_name
 
 _FIX = "Use `stop_gradient(...)` on the values instead, which every transform and tracer understands."
@@ -40,9 +40,11 @@ class RegionFinding(NamedTuple):
         return _WHY[self.kind] + _FIX
 
 
-def findings_for(region: Region, reach: dict[str, Reacher], release: Behaviour) -> Iterator[RegionFinding]:
-    """Every finding that applies to one region, the most severe first."""
-    forward, reverse, traced = (reach.get(mode) for mode in (FORWARD, REVERSE, DROPS))
+def findings_for(region: Region, reach: dict[str, Reacher], release: Behaviour,
+                 cannot_matter: frozenset[str] = frozenset()) -> Iterator[RegionFinding]:
+    """Every finding that applies to one region, the most severe first; none for the modes in which
+    the region provably cannot change a result (`cannot_matter`, see `modes_that_cannot_matter`)."""
+    forward, reverse, traced = (None if mode in cannot_matter else reach.get(mode) for mode in (FORWARD, REVERSE, DROPS))
     inference = region.inference
     if forward and not inference and release.inner_region_forward_mode == "ignored":
         yield RegionFinding("NG004", "forward", forward)
@@ -73,25 +75,56 @@ def message_at_region(finding: RegionFinding, region: Region) -> str:
     }[finding.kind])
 
 
-def message_at_reacher(finding: RegionFinding, region: Region, callee: str) -> str:
-    """`jacfwd(...)` reaches the `no_grad` region of `loss` in forward mode, which ignores it"""
+def message_at_reacher(finding: RegionFinding, region: Region, callee: str, place: str = "") -> str:
+    """`jacfwd(...)` reaches the `no_grad` region of `loss` (pkg/model.py:5) in forward mode, which
+    ignores it. `place` is where the region is, so that a call reaching two regions says which."""
     api = f"`{region.api}`"
     name = shorten(display_name(region.function).rpartition(".")[2], 20) if region.function else ""
     wheres = [f" of `{name}`", ""] if name else [""]
+    path, _, row = place.rpartition(":")
+    places = [f" ({place})", f" ({path.replace(chr(92), '/').rpartition('/')[2]}:{row})"] if place else [""]
     return fit(*(way for who in (f"`{shorten(callee, 40)}`", f"`{shorten(callee, 20)}`") for where in wheres
-                 for way in {
-        "forward": [f"{who} reaches the {api} region{where} in forward mode, which ignores it"],
-        "traced": [f"{who} traces the {api} region{where} and drops it from the graph"],
-        "inference": [f"{who} reaches the {api} region{where}: values saved for backward raise"],
-        "reverse": [f"{who} reaches the {api} region{where}, which only reverse mode respects"],
+                 for at in places for way in {
+        "forward": [f"{who} reaches the {api} region{where}{at} in forward mode, which ignores it"],
+        "traced": [f"{who} traces the {api} region{where}{at} and drops it from the graph"],
+        "inference": [f"{who} reaches the {api} region{where}{at}: values saved for backward raise"],
+        "reverse": [f"{who} reaches the {api} region{where}{at}, which only reverse mode respects"],
     }[finding.kind]))
 
 
+def modes_that_cannot_matter(region: Region, project: Optional[Project] = None,
+                             module: str = "") -> frozenset[str]:
+    """The modes in which a region provably cannot change what a transform or tracer returns (the
+    flow rule: report unless it provably cannot matter). From the file alone: a body that turns grad
+    back on, or values computed from constants only. With the whole project: values computed only
+    from parameters no transform reaching the function in that mode differentiates, and a region
+    that only stores into attributes no reached function reads. Never an `inference_mode` region."""
+    every = frozenset({FORWARD, REVERSE, DROPS})
+    if region.inference or region.function is None:
+        return frozenset()
+    if region.inert or region.inputs == ():
+        return every
+    if project is None:
+        return frozenset()
+    if region.stores and not project.reached_reads(region.stores):
+        return every
+    modes = set()
+    if region.inputs:
+        key = (module, region.function)
+        modes.update(mode for mode in (FORWARD, REVERSE) if set(region.inputs) <= project.constant_params(key, mode))
+    if region.local_only and project.traced_only_for_gradients((module, region.function)):
+        modes.add(DROPS)  # make_fx of a training step records the backward eager mode ran
+    return frozenset(modes)
+
+
 def first_selected(region: Region, reach: dict[str, Reacher], codes: frozenset[str],
-                   release: Behaviour) -> Optional[RegionFinding]:
-    """The most severe finding of a region among the selected codes. A region whose every value
+                   release: Behaviour, cannot_matter: frozenset[str] = frozenset()) -> Optional[RegionFinding]:
+    """The one finding of a region: that of the worst mode reaching it, when its code is selected.
+    A region is one problem: ignoring its code (`--ignore`, a per-file ignore) silences it, as
+    `# noqa` does, rather than bringing it back under a milder code. A region whose every value
     leaving it is cut computes the same in every mode: that is how the memory-preserving fix
     leaves a region, and it is not reported."""
     if region.cut:
         return None
-    return next((f for f in findings_for(region, reach, release) if f.code in codes), None)
+    worst = next(findings_for(region, reach, release, cannot_matter), None)
+    return worst if worst is not None and worst.code in codes else None

@@ -1,10 +1,10 @@
 """NG001 transform-under-no-grad and NG002 transform-under-inference-mode.
 
 A transform creates its own autograd level and turns grad mode on inside it, so a region around
-the call does not stop it from differentiating; only the results come back without a graph.
-Under inference_mode, releases before the fix for pytorch issue 177318 silently returned zeros.
-What each release does is read from `lint_nograd.analysis.releases`: an error where the release gets it
-wrong, a warning where it does not.
+the call does not stop it from differentiating; only the results come back without a graph, which
+is often what the code means. Under inference_mode, releases before the fix for pytorch issue
+177318 silently returned zeros. What each release does is read from `lint_nograd.analysis.releases`:
+an error where the release gets it wrong, a note where it does not.
 """
 from __future__ import annotations
 
@@ -14,9 +14,12 @@ from lint_nograd.analysis.model import SemanticModel, TransformApplication
 from lint_nograd.analysis.releases import Behaviour, until
 from lint_nograd.checks.finding import Finding, fit, shorten
 
-HELP_NO_GRAD = ("A transform opens its own autograd level and turns grad mode on inside it: the region "
-                "does not stop it, only its results come back without a graph. Call it outside the "
-                "region, which says the same plainly.")
+HELP_NO_GRAD = ("A transform opens its own autograd level and turns grad mode on inside it: it differentiates "
+                "`f` as if the region were not there. The region only means that the result joins no outer "
+                "graph (`grad_fn` is None; outside the region it is set), which is often the intent. To say "
+                "so, add `# noqa: NG001`, or write `stop_gradient(grad(f)(x))` outside the region.")
+HELP_NO_GRAD_WRONG = ("On this release the transform does not compute the derivative under the region. Call "
+                      "it outside the region, and `stop_gradient(...)` its result if it must join no graph.")
 HELP_INFERENCE = ("Before torch 2.12 a transform does not leave inference mode (pytorch issue 177318): "
                   "`grad`, `vjp`, `jvp`, `jacrev` return zeros, `jacfwd` and `hessian` raise; `linearize` "
                   "still returns zeros. Call the transform outside the region.")
@@ -31,8 +34,9 @@ def check(model: SemanticModel, codes: frozenset[str], release: Behaviour, torch
             outcome = release.outer_inference_mode.get(application.transform, "zeros")
             history = until(torch_version, lambda row: row.outer_inference_mode.get(application.transform))
         elif state.grad_enabled is False and state.grad_region:
-            region, code, help = state.grad_region, "NG001", HELP_NO_GRAD
+            region, code = state.grad_region, "NG001"
             outcome = release.outer_no_grad.get(application.transform, "correct")
+            help = HELP_NO_GRAD_WRONG if outcome in _WRONG else HELP_NO_GRAD
             history = until(torch_version, lambda row: row.outer_no_grad.get(application.transform))
         else:
             continue
@@ -42,15 +46,16 @@ def check(model: SemanticModel, codes: frozenset[str], release: Behaviour, torch
             message = fit(*(f"{what} {_WRONG[outcome]} on torch {torch_version}: it runs under {api} {line}"
                             for what in whats))
         elif code == "NG001":
-            message = fit(*(f"{what} ignores the {api} region {line} around it and differentiates anyway"
-                            for what in whats),
-                          *(f"{what} ignores the {api} region {line} around it" for what in whats))
+            message = fit(*(f"{what} differentiates as if the {api} region {line} were not there; "
+                            f"its result joins no graph" for what in whats),
+                          *(f"{what} differentiates as if the {api} region {line} were not there"
+                            for what in whats))
         elif history:
             message = fit(*(f"{what} under {api} {line}: correct on torch {torch_version}, "
                             f"{history[0]} before {history[1]}" for what in whats))
         else:
             message = fit(*(f"{what} under {api} {line}: correct on torch {torch_version}" for what in whats))
-        yield Finding(code, application.reported_node, message, "error" if outcome in _WRONG else "warning",
+        yield Finding(code, application.reported_node, message, "error" if outcome in _WRONG else "note",
                       help, ((f"the `{region.describe()}` region", region.expr),))
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from itertools import chain
 from pathlib import Path, PurePath
 from typing import Optional
@@ -100,6 +100,7 @@ class Project:
         self.reached: dict[FunctionKey, dict[str, Reacher]] = defaultdict(dict)
         self._queue: deque = deque()
         self._reported_in: Optional[tuple[frozenset[str], dict]] = None
+        self._flow: Optional[_FlowFacts] = None  # the flow rule's facts, read once after linking
 
     # -- modules ------------------------------------------------------------------------------------
 
@@ -535,6 +536,115 @@ class Project:
                     return callee[1], function
         return None
 
+    # -- the flow rule: what the whole project says of whether a region can change a result ----------
+    # Read once, after linking, from the modules linking loaded (later loads change no answer).
+
+    def constant_params(self, key: FunctionKey, mode: str) -> frozenset[str]:
+        """The parameters of a function that no transform reaching it in `mode` differentiates: it
+        must be reached only directly (no reached function calls it or hands it on), and each
+        transform applied to it must leave them out (`argnums`, `functools.partial`, in its module)."""
+        reacher = self.reached.get(key, {}).get(mode)
+        if reacher is None or reacher.through is not None or reacher.via is not None:
+            return frozenset()
+        facts = self._flow_facts()
+        if key in facts.mentioned.get(mode, ()):
+            return frozenset()  # reached through a caller, which passes what it is given
+        return facts.constant.get((key, mode), frozenset())
+
+    def reached_reads(self, attributes: Sequence[str]) -> bool:
+        """Whether a function some transform or tracer reaches may load one of these attribute names:
+        one that does, or a call into code outside the project (but torch's), which may read anything."""
+        facts = self._flow_facts()
+        if facts.reads is None:  # followed when first asked: it may load many modules
+            facts.reads, facts.external = self._reads_of_reached()
+        return facts.external or bool(facts.reads.intersection(attributes))
+
+    def traced_only_for_gradients(self, key: FunctionKey) -> bool:
+        """Whether every tracer that drops regions and reaches a function is `make_fx` of a function
+        that returns only what `torch.autograd.grad` computes in it (a training step): the traced graph
+        then records the backward pass eager mode ran, with every region respected."""
+        facts = self._flow_facts()
+        if facts.traced_plainly is None:  # followed when first asked
+            facts.traced_plainly = self._reached_from(facts.plain_tracings)
+        return key not in facts.traced_plainly
+
+    def _flow_facts(self) -> "_FlowFacts":
+        if self._flow is None:
+            facts = _FlowFacts()
+            for module in self.loaded():
+                for name, function in self.summary(module).functions.items():
+                    refs = [*function.calls,
+                            *(ref for site in function.call_sites for refs in _arguments(site) for ref in refs)]
+                    modes = self.reached.get((module, name), {})
+                    if modes:
+                        mentioned = {(v[1], v[2]) for v in self._functions(module, refs)}
+                        for mode in modes:
+                            facts.mentioned.setdefault(mode, set()).update(mentioned)
+                    for source in function.sources:
+                        targets = self._functions(module, source.targets)
+                        for value in targets:
+                            for mode in source.modes:
+                                key = ((value[1], value[2]), mode)
+                                params = frozenset(source.constant_params) if module == value[1] else frozenset()
+                                facts.constant[key] = facts.constant[key] & params if key in facts.constant else params
+                        if DROPS in source.modes and not (source.gradient_step and targets):
+                            facts.plain_tracings += [(value[1], value[2]) for value in targets] or [None]
+            self._flow = facts
+        return self._flow
+
+    def _reached_from(self, starts: list) -> set:
+        """The functions `starts` call, run or hand on, transitively, in every module (a superset of
+        what linking reaches from them); every function when a start is unknown (None)."""
+        if None in starts:
+            return _EVERYTHING
+        seen: set[FunctionKey] = set()
+        queue = deque(starts)
+        outer = self._permissive
+        self._permissive = 2
+        try:
+            while queue:
+                key = queue.popleft()
+                if key in seen:
+                    continue
+                seen.add(key)
+                function = self.function(key)
+                if function is None:
+                    continue
+                refs = [*function.calls, *(ref for source in function.sources for ref in source.targets),
+                        *(ref for site in function.call_sites for refs in _arguments(site) for ref in refs)]
+                queue.extend((v[1], v[2]) for v in self._functions(key[0], refs))
+        finally:
+            self._permissive = outer
+        return seen
+
+    def _reads_of_reached(self) -> tuple[set[str], bool]:
+        """The attribute names the reached functions load, following their calls into every module
+        (linking looks only where a region may be), and whether one calls code outside the project."""
+        reads: set[str] = set()
+        seen: set[FunctionKey] = set()
+        queue = deque(self.reached)
+        outer = self._permissive
+        self._permissive = 2  # any module may be loaded
+        try:
+            while queue:
+                key = queue.popleft()
+                if key in seen:
+                    continue
+                seen.add(key)
+                function = self.function(key)
+                if function is None:
+                    continue
+                reads.update(function.reads)
+                refs = [*function.calls, *(ref for source in function.sources for ref in source.targets),
+                        *(ref for site in function.call_sites for refs in _arguments(site) for ref in refs)]
+                for value in self._values(key[0], refs):
+                    if value[0] in ("X", "XI") and not value[1].startswith(_LIBRARIES_THAT_READ_NOTHING):
+                        return reads, True
+                    queue.extend((v[1], v[2]) for v in self.runs(value))
+        finally:
+            self._permissive = outer
+        return reads, False
+
     def where(self, module: str, span: Span, here: str) -> str:
         """`line 4` in the module `here`, `pkg/model.py:4` in another."""
         if module == here:
@@ -561,6 +671,27 @@ class Project:
         return text
 
 
+@dataclass
+class _FlowFacts:
+    """What the flow rule reads of the linked project (see `Project._flow_facts`)."""
+
+    constant: dict = field(default_factory=dict)  # (function, mode) -> params no transform applied to it differentiates
+    mentioned: dict = field(default_factory=dict)  # mode -> functions a function reached in it calls or hands on
+    plain_tracings: list = field(default_factory=list)  # what tracers that are no gradient step run (None: unknown)
+    traced_plainly: Optional[set] = None  # the functions they reach (None: not followed yet)
+    reads: Optional[set] = None  # the attribute names reached code loads (None: not followed yet)
+    external: bool = False  # reached code calls code outside the project, which may read any
+
+
+class _Everything:
+    """A set that holds every function."""
+
+    def __contains__(self, item) -> bool:
+        return True
+
+
+_EVERYTHING = _Everything()
+_LIBRARIES_THAT_READ_NOTHING = ("torch.", "math.", "numpy.", "functools.", "operator.")  # of our attributes
 _WRAPPING = ("attr", "inst", "call", "wrap")  # the kinds of ref whose value comes from an inner ref
 _PASSED = ("param", "wrap")  # the kinds of ref that may stand for a parameter
 _UNSEEN = object()  # not looked up yet (None is an answer)

@@ -24,6 +24,7 @@ from typing import Optional
 
 from lint_nograd.analysis import entry_points, torch_names
 from lint_nograd.analysis.model import SemanticModel, TableVisitor, inside_comprehension
+from lint_nograd.analysis import region_flow
 from lint_nograd.analysis.region_values import region_cuts_its_values
 from lint_nograd.analysis.scopes import Binding, Scope
 
@@ -57,6 +58,8 @@ class Source:
     span: Span
     text: str  # `jacfwd(loss)`, for messages
     receivers: tuple[Ref, ...] = ()  # `tracer.trace(m)`: a finding only if `tracer` is a torch.fx.Tracer
+    constant_params: tuple[str, ...] = ()  # of the one function of this module it runs: those it does not differentiate
+    gradient_step: bool = False  # `make_fx` of a function of this module that returns only torch.autograd.grad's result
 
 
 @dataclass
@@ -79,6 +82,7 @@ class Function:
     sources: list[Source] = field(default_factory=list)
     returns_region: Optional[Span] = None  # every return hands back a value computed in this region
     returns_api: str = ""
+    reads: tuple[str, ...] = ()  # the attribute names its body loads (`x.last_norm`), for regions that only store
 
 
 @dataclass
@@ -96,6 +100,10 @@ class Region:
     span: Span
     dual_level: Optional[Span] = None  # inside `with dual_level():` that makes duals: forward mode
     cut: bool = False  # every value leaving it is cut, as the memory-preserving fix writes it: never reported
+    inert: str = ""  # why it cannot change a result in any mode ("enable_grad"), from the file alone
+    inputs: Optional[tuple[str, ...]] = None  # the parameters its values depend on, all else constant (region_flow)
+    stores: tuple[str, ...] = ()  # the attributes it only stores into, read by nothing else it does
+    local_only: bool = False  # it only binds locals: no state a tracer records (region_flow)
 
 
 @dataclass
@@ -125,7 +133,8 @@ class ModuleSummary:
 
         def source(s):
             return {"entry": s.entry, "modes": s.modes, "targets": s.targets, "span": span(s.span), "text": s.text,
-                    "receivers": s.receivers}
+                    "receivers": s.receivers,
+                    "constant_params": s.constant_params, "gradient_step": s.gradient_step}
 
         def site(c):
             return {"callees": c.callees, "args": c.args, "keywords": c.keywords, "span": span(c.span),
@@ -134,13 +143,16 @@ class ModuleSummary:
         return {
             "functions": {name: {"params": f.params, "kwonly": f.kwonly, "calls": f.calls,
                                  "call_sites": [site(c) for c in f.call_sites], "sources": [source(x) for x in f.sources],
-                                 "returns_region": span(f.returns_region), "returns_api": f.returns_api}
+                                 "returns_region": span(f.returns_region), "returns_api": f.returns_api,
+                                 "reads": f.reads}
                           for name, f in self.functions.items()},
             "classes": {name: {"bases": c.bases, "methods": c.methods, "attributes": c.attributes}
                         for name, c in self.classes.items()},
             "names": self.names,
             "regions": [{"function": r.function, "api": r.api, "inference": r.inference, "span": span(r.span),
-                         "dual_level": span(r.dual_level), "cut": r.cut} for r in self.regions],
+                         "dual_level": span(r.dual_level), "cut": r.cut,
+                         "inert": r.inert, "inputs": r.inputs, "stores": r.stores,
+                         "local_only": r.local_only} for r in self.regions],
             "backwards": [{"callees": b.callees, "callee_text": b.callee_text, "name": b.name,
                            "assigned_row": b.assigned_row, "span": span(b.span)} for b in self.backwards],
         }
@@ -153,7 +165,8 @@ class ModuleSummary:
 
         def source(d):
             return Source(d["entry"], tuple(d["modes"]), _refs(d["targets"]), span(d["span"]), d["text"],
-                          _refs(d["receivers"]))
+                          _refs(d["receivers"]),
+                          tuple(d.get("constant_params", ())), bool(d.get("gradient_step", False)))
 
         def call_site(d):
             return CallSite(_refs(d["callees"]), tuple(_refs(a) for a in d["args"]),
@@ -161,13 +174,17 @@ class ModuleSummary:
 
         functions = {name: Function(tuple(f["params"]), tuple(f["kwonly"]), _refs(f["calls"]),
                                     [call_site(c) for c in f["call_sites"]], [source(s) for s in f["sources"]],
-                                    span(f["returns_region"]), f["returns_api"])
+                                    span(f["returns_region"]), f["returns_api"],
+                                    tuple(f.get("reads", ())))
                      for name, f in data["functions"].items()}
         classes = {name: Class(tuple(_refs(b) for b in c["bases"]), dict(c["methods"]),
                                {k: _refs(v) for k, v in c["attributes"].items()})
                    for name, c in data["classes"].items()}
         regions = [Region(r["function"], r["api"], r["inference"], span(r["span"]), span(r["dual_level"]),
-                          r["cut"]) for r in data["regions"]]
+                          r["cut"],
+                          r.get("inert", ""), None if r.get("inputs") is None else tuple(r["inputs"]),
+                          tuple(r.get("stores", ())),
+                          bool(r.get("local_only", False))) for r in data["regions"]]
         backwards = [BackwardSite(_refs(b["callees"]), b["callee_text"], b["name"], b["assigned_row"],
                                   span(b["span"])) for b in data["backwards"]]
         return cls(functions, classes, {k: _refs(v) for k, v in data["names"].items()}, regions, backwards)
@@ -361,6 +378,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         kind = self._method_kind(node)
         self.method_class = self.model.name_of(outer[0].node) if kind == "method" else None
         self._visit_all(body)
+        self.functions[name].reads = _attribute_reads(self.lines, node)
         self.scope, self.function, self.method_class, self.dual_level = outer
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
@@ -494,7 +512,12 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
                 targets = self.refs(_first_argument(node, position, keyword))
                 if entry.name == "torch.jit.trace_module":
                     targets += self._traced_methods(node, targets)
+                sources = self.functions[self.function].sources
+                count = len(sources)
                 self._add_source(entry.name, entry.modes_for(_literal_keywords(node)), targets, node)
+                if len(sources) > count:
+                    sources[-1].constant_params = self._constant_params(entry, node)
+                    sources[-1].gradient_step = entry.name == "make_fx" and self._traces_a_gradient_step(node)
                 return
             if names & entry_points.FUNCTIONAL_CALL:
                 callees = self.refs(_first_argument(node, 0, "module"))  # functional_call(module, ...) calls it
@@ -518,6 +541,56 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             span = span_of(node, self.lines)
             self.functions[self.function].call_sites.append(CallSite(callees, args, keywords, span, _short(span)))
 
+    def _traces_a_gradient_step(self, call: ast.Call) -> bool:
+        """`make_fx(step)` where `step`, a function of this module, returns only what
+        `torch.autograd.grad` computes in it."""
+        target = _first_argument(call, 0, "f")
+        if not isinstance(target, ast.Name):
+            return False
+        bindings = self.scopes.lookup(self.scope, target.id, (target.lineno, target.col_offset))
+        return len(bindings) == 1 and region_flow.returns_only_gradients(self.model, bindings[0].node)
+
+    def _constant_params(self, entry: entry_points.EntryPoint, call: ast.Call) -> tuple[str, ...]:
+        """The parameters a transform does not differentiate, of the one function of this module it
+        runs: bound by `functools.partial`, or left out by a literal `argnums` (torch.func's `grad`,
+        `grad_and_value`, `jacrev`, `jacfwd`, `hessian`: argument 0 by default). `()` when unknown."""
+        if entry_points.DROPS in entry.modes:
+            return ()
+        position, keyword = entry.argument
+        target = _first_argument(call, position, keyword)
+        bound, keywords = 0, set()
+        if isinstance(target, ast.Call) and self.scopes.qualified_names(target.func, self.scope) & torch_names.PARTIAL:
+            if any(isinstance(a, ast.Starred) for a in target.args) or any(k.arg is None for k in target.keywords):
+                return ()
+            bound, keywords = len(target.args) - 1, {k.arg for k in target.keywords}
+            target = target.args[0] if target.args else None
+        if not isinstance(target, ast.Name):
+            return ()
+        bindings = self.scopes.lookup(self.scope, target.id, (target.lineno, target.col_offset))
+        if len(bindings) != 1 or not isinstance(bindings[0].node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return ()
+        function = bindings[0].node
+        params = [a.arg for a in _positional(function)]
+        free = [name for name in params[bound:] if name not in keywords]
+        if any(name.startswith(("torch.func.", "functorch.", "torch._functorch.")) for name in entry.qualified_names) \
+                and entry.name in _ARGNUMS_TRANSFORMS:
+            argnums = next((k.value for k in call.keywords if k.arg == "argnums"), ast.Constant(0))
+            try:
+                numbers = ast.literal_eval(argnums)
+            except ValueError:
+                return ()
+            numbers = (numbers,) if isinstance(numbers, int) else numbers
+            if not isinstance(numbers, tuple) or not all(isinstance(n, int) for n in numbers):
+                return ()
+            try:
+                differentiated = {free[n] for n in numbers}
+            except IndexError:
+                return ()
+        else:  # every positional argument is a primal (vjp, jvp, linearize, autograd.functional)
+            differentiated = set(free)
+        return tuple(name for name in (*params, *(a.arg for a in function.args.kwonlyargs))
+                     if name not in differentiated)
+
     def _traced_methods(self, call: ast.Call, modules: tuple[Ref, ...]) -> tuple[Ref, ...]:
         """`trace_module(m, {"forward": x, "infer": y})` runs `m.infer` too."""
         inputs = _first_argument(call, 1, "inputs")
@@ -540,11 +613,14 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
     # -- regions, returns, backward ---------------------------------------------------------------
 
     def _regions(self) -> list[Region]:
-        return [Region(self.model.name_of(region.function) if region.function is not None else None,
-                       region.describe(), region.api == "inference_mode", span_of(region.expr, self.lines),
-                       self.region_dual_level.get(id(region.expr)),
-                       region.function is not None and region_cuts_its_values(self.model, region))
-                for region in self.model.regions]
+        regions = [Region(self.model.name_of(region.function) if region.function is not None else None,
+                          region.describe(), region.api == "inference_mode", span_of(region.expr, self.lines),
+                          self.region_dual_level.get(id(region.expr)),
+                          region.function is not None and region_cuts_its_values(self.model, region))
+                   for region in self.model.regions]
+        for summary, region in zip(regions, self.model.regions):
+            _add_flow(summary, self.model, region)
+        return regions
 
     def _graphless_returns(self) -> None:
         for function, regions in self.model.returns.items():
@@ -570,6 +646,28 @@ _MAY_REFER = frozenset({ast.Name, ast.Attribute, ast.Lambda, ast.Call})  # what 
 def _imported(refs: tuple[Ref, ...]) -> frozenset[str]:
     """The qualified names among refs: what a call of them is, if it is PyTorch's."""
     return frozenset([ref[1] for ref in refs if ref[0] == "imp"])
+
+
+_ARGNUMS_TRANSFORMS = frozenset({"grad", "grad_and_value", "jacrev", "jacfwd", "hessian"})
+
+
+def _add_flow(summary: Region, model: SemanticModel, region) -> None:
+    """What the file alone says of whether the region can change a result (`analysis/region_flow.py`)."""
+    if region.function is None or summary.cut or summary.inference:
+        return
+    flow = region_flow.flow_of(model, region)
+    summary.inert, summary.inputs, summary.stores, summary.local_only = (
+        flow.inert, flow.inputs, flow.stores, flow.local_only)
+
+
+_ATTRIBUTE_READ = re.compile(r"\.\s*([A-Za-z_]\w*)\b(?!\s*=(?!=))")  # `.name`, but `.name = ...`
+
+
+def _attribute_reads(lines: list[str], function: ast.AST) -> tuple[str, ...]:
+    """The attribute names a function's text reads (`x.last_norm`, not `x.last_norm = ...`): found in
+    the text, strings and comments included, so never fewer than its code loads."""
+    text = "\n".join(lines[function.lineno - 1:function.end_lineno or function.lineno])
+    return tuple(sorted(set(_ATTRIBUTE_READ.findall(text))))
 
 
 def _may_run_a_function(ref: Ref) -> bool:

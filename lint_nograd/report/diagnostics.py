@@ -49,12 +49,13 @@ class Diagnostic:
     col: int
     end_row: int
     end_col: int
-    severity: str = "error"  # "error" or "warning"
+    severity: str = "error"  # "error", "warning" or "note"
     source_line: str = ""  # the text of `row`, for the `full` output format
     fix: Fix | None = field(default=None, compare=False)
     cell: int | None = None  # in a notebook: the 1-based number of the cell; rows count within it
     help: str = ""
     related: tuple[Related, ...] = ()
+    suppressed: bool = False  # silenced by a `# noqa`, kept until NG100 has seen it (report/suppression.py)
 
     @property
     def sort_key(self) -> tuple:

@@ -23,7 +23,7 @@ from urllib.parse import quote
 
 from lint_nograd import __version__
 from lint_nograd.report.diagnostics import Diagnostic, Edit, Fix, Related
-from lint_nograd.report.registry import RULES, Rule
+from lint_nograd.report.registry import RULES, SEVERITIES, Rule
 
 FORMATS = ("full", "concise", "json", "sarif", "github", "gitlab", "junit", "rdjson")
 TEXT_FORMATS = ("full", "concise")  # the ones followed by a summary and that may use colour
@@ -126,8 +126,8 @@ def applies(fix: Fix | None, unsafe_fixes: bool) -> bool:
 
 
 def summary(diagnostics: Sequence[Diagnostic], unsafe_fixes: bool = False, width: int | None = None) -> str:
-    """`Found 3 errors and 2 warnings.`, then what the fixes would do; `No findings.` for none.
-    With `width`, each line is wrapped to that many columns."""
+    """`Found 1 error, 2 warnings and 28 notes.`, then what the fixes would do; `No findings.` for
+    none. With `width`, each line is wrapped to that many columns."""
     text = _summary(diagnostics, unsafe_fixes)
     if width is None:
         return text
@@ -153,8 +153,8 @@ def _summary(diagnostics: Sequence[Diagnostic], unsafe_fixes: bool = False) -> s
     if not diagnostics:
         return "No findings.\n"
     counts = Counter(diagnostic.severity for diagnostic in diagnostics)
-    kinds = [f"{counts[kind]} {kind}{'s' * (counts[kind] != 1)}" for kind in ("error", "warning") if counts[kind]]
-    text = f"Found {' and '.join(kinds)}.\n"
+    kinds = [f"{counts[kind]} {kind}{'s' * (counts[kind] != 1)}" for kind in SEVERITIES if counts[kind]]
+    text = f"Found {' and '.join(kinds) if len(kinds) < 3 else ', '.join(kinds[:-1]) + ' and ' + kinds[-1]}.\n"
     fixes = [diagnostic.fix for diagnostic in diagnostics if diagnostic.fix is not None]
     fixable = sum(applies(fix, unsafe_fixes) for fix in fixes)
     hidden = len(fixes) - fixable
@@ -173,9 +173,12 @@ def fixed_summary(fixed: Sequence[tuple[str, Any]], files: int, imports: dict[st
                   show_fixes: bool, diff: bool = False) -> str:
     """What `fix` did: how many regions in how many files, each of them with `--show-fixes`, and
     the imports it added. `fixed` holds (path, region) pairs; a region has `row`, `code`, `cell`."""
-    count = len(fixed)
+    count = sum(region.code != "NG100" for _, region in fixed)
+    noqa = len(fixed) - count  # NG100: unused `# noqa` codes taken out
     verb = "Would fix" if diff else "Fixed"
-    text = f"{verb} {count} region{'s' * (count != 1)} in {files} file{'s' * (files != 1)}"
+    what = [f"{count} region{'s' * (count != 1)}"] if count or not noqa else []
+    what += [f"{noqa} unused noqa directive{'s' * (noqa != 1)}"] if noqa else []
+    text = f"{verb} {' and '.join(what)} in {files} file{'s' * (files != 1)}"
     if show_fixes:
         text += ":\n" + "".join(
             f"  {path}:{f'cell {region.cell}:' if region.cell is not None else ''}{region.row}: "
@@ -440,7 +443,7 @@ def _sarif_fix(d: Diagnostic, source_root: Path | None) -> dict[str, Any]:
 
 
 def _sarif_level(severity: str) -> str:
-    return "warning" if severity == "warning" else "error"
+    return severity if severity in SEVERITIES else "error"  # SARIF's levels: error, warning, note
 
 
 SOURCE_ROOT = "%SRCROOT%"
@@ -465,7 +468,7 @@ def _uri(path: str) -> str:
 
 def _github(d: Diagnostic) -> str:
     """A GitHub Actions workflow command, which the runner shows as an annotation."""
-    kind = "warning" if d.severity == "warning" else "error"
+    kind = _GITHUB_COMMAND.get(d.severity, "error")
     # in a notebook, rows count within a cell: the annotation goes on the file, the message says where
     place = () if d.cell is not None else (
         ("line", d.row), ("col", d.col), ("endLine", d.end_row), ("endColumn", d.end_col))
@@ -474,6 +477,9 @@ def _github(d: Diagnostic) -> str:
     cell = f"cell {d.cell}:" if d.cell is not None else ""
     message = f"{d.path}:{cell}{d.row}:{d.col}: {d.code} {d.message}"
     return f"::{kind} {properties}::{_escape_data(message)}"
+
+
+_GITHUB_COMMAND = {"error": "error", "warning": "warning", "note": "notice"}
 
 
 def _escape_data(text: str) -> str:
@@ -486,7 +492,7 @@ def _escape_property(text: str) -> str:
 
 # -- GitLab Code Quality: a Code Climate subset (docs.gitlab.com, ci/testing/code_quality) -----------
 
-_GITLAB_SEVERITY = {"error": "major", "warning": "minor"}
+_GITLAB_SEVERITY = {"error": "major", "warning": "minor", "note": "info"}
 _ROW_IN_MESSAGE = re.compile(r"(line |\.pyi?:)\d+")  # "the region (line 40)": it moves with the finding
 
 
@@ -536,13 +542,15 @@ def _junit(diagnostics: Sequence[Diagnostic]) -> str:
         suite = ElementTree.SubElement(root, "testsuite", name=TOOL, tests="1", failures="0", errors="0")
         ElementTree.SubElement(suite, "testcase", name="No findings", classname=TOOL)
     for path, found in by_file.items():
+        failing = [d for d in found if d.severity != "note"]  # a note is shown, not failed
         suite = ElementTree.SubElement(root, "testsuite", name=_xml(path), tests=str(len(found)),
-                                       failures=str(len(found)), errors="0")
+                                       failures=str(len(failing)), errors="0")
         for d in found:
             cell = f"cell {d.cell}:" if d.cell is not None else ""
             case = ElementTree.SubElement(suite, "testcase", name=f"{TOOL}.{d.code}", classname=_xml(path),
                                           file=_xml(path), line=str(d.row), column=str(d.col))
-            failure = ElementTree.SubElement(case, "failure", message=_xml(d.message), type=d.severity)
+            failure = ElementTree.SubElement(case, "failure", message=_xml(d.message), type=d.severity) \
+                if d.severity != "note" else ElementTree.SubElement(case, "system-out")
             failure.text = _xml(f"{cell}line {d.row}, col {d.col}: {d.code} {d.message}"
                                       + (f"\n{d.help}" if d.help else ""))
     ElementTree.indent(root)
@@ -551,17 +559,21 @@ def _junit(diagnostics: Sequence[Diagnostic]) -> str:
 
 # -- rdjson: reviewdog's Diagnostic Format (proto/rdf in the reviewdog repository) -------------------
 
+_RDJSON_SEVERITY = {"error": "ERROR", "warning": "WARNING", "note": "INFO"}
+_RDJSON_ORDER = ("INFO", "WARNING", "ERROR")
+
+
 def _rdjson(diagnostics: Sequence[Diagnostic]) -> dict[str, Any]:
     """Columns count UTF-8 bytes here, not characters: each position is converted with its line."""
     return {
         "source": {"name": TOOL},
-        "severity": "ERROR" if any(d.severity == "error" for d in diagnostics) else "WARNING",
+        "severity": max((_RDJSON_SEVERITY[d.severity] for d in diagnostics), key=_RDJSON_ORDER.index, default="INFO"),
         "diagnostics": [_rdjson_diagnostic(d) for d in diagnostics],
     }
 
 
 def _rdjson_diagnostic(d: Diagnostic) -> dict[str, Any]:
-    found: dict[str, Any] = {"message": d.message, "severity": "WARNING" if d.severity == "warning" else "ERROR",
+    found: dict[str, Any] = {"message": d.message, "severity": _RDJSON_SEVERITY[d.severity],
                              "code": {"value": d.code}}
     if d.cell is not None:  # rows count within the cell: the message names the place
         found["message"] = f"cell {d.cell}, line {d.row}, column {d.col}: {d.message}"

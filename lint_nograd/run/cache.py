@@ -26,7 +26,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from lint_nograd.report.diagnostics import Diagnostic, Edit, Fix, Related
-from lint_nograd.report.registry import RULES
+from lint_nograd.report.registry import RULES, SEVERITIES
 from lint_nograd.run.files import shown_path
 from lint_nograd.run.regular_file import read_regular_file
 
@@ -317,7 +317,7 @@ def _check_files(files: dict) -> None:
 
 def _is_finding(found: object) -> bool:
     return (isinstance(found, dict) and found.keys() == _FINDING_KEYS
-            and found["code"] in RULES and found["severity"] in ("error", "warning")
+            and found["code"] in RULES and found["severity"] in SEVERITIES
             and all(isinstance(found[key], str) for key in ("message", "path", "source_line", "help"))
             and all(_is_count(found[key]) for key in _POSITIONS)
             and (found["cell"] is None or _is_count(found["cell"]))

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from lint_nograd.analysis import torch_names
 from lint_nograd.analysis.releases import target
-from lint_nograd.report.registry import RULES
+from lint_nograd.report.registry import OFF_BY_DEFAULT, RULES
 from lint_nograd.run.files import is_valid_pattern, match_path, shown_path
 from lint_nograd.run.regular_file import read_regular_file
 
@@ -31,7 +31,7 @@ else:  # pragma: no cover - exercised on 3.9 and 3.10 only
 
 TABLE = "lint-nograd"  # read from [tool.lint-nograd]
 STANDALONE = "lint-nograd.toml"  # `--config` may name one: the same settings, at its top level
-DEFAULT_SELECT = frozenset(RULES)
+DEFAULT_SELECT = frozenset(RULES) - OFF_BY_DEFAULT
 DEFAULT_STOP_GRADIENT = "lint_nograd.stop_gradient"
 DETACH = "detach"
 
@@ -94,6 +94,7 @@ class Config:
     stop_gradient: str | None = None  # None keeps the default: `lint_nograd.stop_gradient`
     unsafe_fixes: bool | None = None  # None: only when the command line asks
     torch_version: str | None = None  # "2.4"; None: the torch installed, else the newest release known
+    exit_non_zero_on_note: bool = False  # a note alone makes the exit status 1
 
     def ignored_codes(self, path: Path) -> frozenset[str]:
         """The codes `per-file-ignores` turns off for `path`."""
@@ -210,6 +211,9 @@ def _parse_table(table: Any, path: Path, shown: str, where: str | None = None) -
     problem = None if stop_gradient is None else stop_gradient_setting_error(stop_gradient)
     if problem:
         raise ConfigError(f"`stop-gradient` in {where} {problem}")
+    on_note = table.get("exit-non-zero-on-note", False)
+    if not isinstance(on_note, bool):
+        raise ConfigError(f"`exit-non-zero-on-note` in {where} must be true or false")
     torch_version = table.get("torch-version")
     if torch_version is not None:
         try:
@@ -235,11 +239,13 @@ def _parse_table(table: Any, path: Path, shown: str, where: str | None = None) -
         stop_gradient=stop_gradient,
         unsafe_fixes=unsafe_fixes,
         torch_version=torch_version,
+        exit_non_zero_on_note=on_note,
     )
 
 
 _KEYS = {"select", "extend-select", "ignore", "exclude", "extend-exclude", "per-file-ignores",
-         "respect-gitignore", "src", "stop-gradient", "unsafe-fixes", "torch-version"}
+         "respect-gitignore", "src", "stop-gradient", "unsafe-fixes", "torch-version",
+         "exit-non-zero-on-note"}
 
 
 def _globs(globs: Sequence[str], key: str, where: str) -> tuple[str, ...]:

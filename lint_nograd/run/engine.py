@@ -28,6 +28,7 @@ from lint_nograd.checks.region_in_reached_function import (
     call_name,
     first_selected,
     message_at_reacher,
+    modes_that_cannot_matter,
     message_at_region,
 )
 from lint_nograd.project.linking import ModuleEntry, Project, Reacher
@@ -60,7 +61,9 @@ class ParseError(Exception):
         self.message, self.row, self.col = message, row, col
 
 
-FIXABLE_CODES = frozenset(code for code, rule in RULES.items() if rule.fixable)
+# the codes whose fix rewrites a region (NG100's fix is an edit of a comment)
+FIXABLE_CODES = frozenset(code for code, rule in RULES.items() if rule.fixable and code != suppression.UNUSED_NOQA)
+LOCAL_RULES = frozenset({"NG001", "NG002"})  # a file alone decides their findings: a file alone judges their noqa
 # The fix layer's hook: (diagnostics, [(region, finding)] of the fixable ones, parsed file, model) -> the
 # diagnostics with their fixes.
 AttachFixes = Callable[[list[Diagnostic], list, ParsedFile, SemanticModel], list[Diagnostic]]
@@ -117,7 +120,10 @@ def codes_to_check(data: bytes, codes: frozenset[str], scan: torch_names.Scan | 
     """The exact gate: the codes that can have a finding in a file with these bytes (`scan`: read
     already). Every finding needs a grad-disabling region, and every rule needs some more words."""
     scan = scan or torch_names.Scan(data)
-    return scan.possible_codes(codes) if scan.regions else frozenset()
+    possible = scan.possible_codes(codes) if scan.regions else frozenset()
+    if suppression.UNUSED_NOQA in codes and b"noqa" in data.lower():  # NG100 reads every `# noqa: NG...`
+        possible |= codes & {suppression.UNUSED_NOQA, "NG000"}
+    return possible
 
 
 def check_source(data: bytes, display_path: str, codes: frozenset[str], attach_fixes: AttachFixes | None = None,
@@ -129,13 +135,15 @@ def check_source(data: bytes, display_path: str, codes: frozenset[str], attach_f
     if display_path.endswith(".ipynb"):
         return _in_cells(data, display_path, codes, lambda source: check_source(
             source, display_path + ".py", codes, attach_fixes, reach, torch_version))
-    codes = codes_to_check(data, codes) if not reach else codes  # reached from elsewhere: no gate
-    return analyse(data, display_path, codes, attach_fixes, reach, torch_version) if codes else []
+    selected, codes = codes, codes_to_check(data, codes) if not reach else codes  # reached from elsewhere: no gate
+    return analyse(data, display_path, codes, attach_fixes, reach, torch_version, selected) if codes else []
 
 
 def analyse(data: bytes, display_path: str, codes: frozenset[str], attach_fixes: AttachFixes | None = None,
-            reach: Reach | None = None, torch_version: str | None = None) -> list[Diagnostic]:
-    """Parse and check a Python file without the gate (tests compare the two), as a project of one."""
+            reach: Reach | None = None, torch_version: str | None = None,
+            selected: frozenset[str] | None = None) -> list[Diagnostic]:
+    """Parse and check a Python file without the gate (tests compare the two), as a project of one.
+    `selected`: the codes asked for, before the gate took those the text cannot have (default `codes`)."""
     facts, parsed, model = _facts(data, display_path, codes, torch_version)
     if facts.summary is None:
         return facts.local
@@ -144,8 +152,12 @@ def analyse(data: bytes, display_path: str, codes: frozenset[str], attach_fixes:
         project.link([ALONE])
     else:
         project.reached.update({(ALONE, function): modes for function, modes in reach.items()})
-    found = linked(project, ALONE, frozenset({ALONE}), codes, display_path, torch_version)
-    return sorted(facts.local + _finished(parsed, model, found, codes, attach_fixes), key=lambda d: d.sort_key)
+    # with `reach` from the project, the other files' transforms and reads are not here to tell
+    found = linked(project, ALONE, frozenset({ALONE}), codes, display_path, torch_version, reach is None)
+    # alone, a file knows all findings of the local rules only: NG100 judges their directives
+    return sorted(suppression.settle(facts.local + _finished(parsed, model, found, codes, attach_fixes),
+                                     (codes if selected is None else selected) & LOCAL_RULES),
+                  key=lambda d: d.sort_key)
 
 
 ALONE = "<file>"  # the module name of a file checked on its own
@@ -188,7 +200,10 @@ def _facts(data: bytes, display_path: str, codes: frozenset[str], torch_version:
         return FileFacts([_parse_error(message, 1, 1, display_path)] if "NG000" in codes else [], None), None, None
     local = [to_diagnostic(finding, parsed, display_path)
              for finding in checks.run(model, codes, torch_version)]
-    local = sorted(suppression.unsuppressed(local, parsed.lines), key=lambda d: d.sort_key)
+    unused_noqa = suppression.UNUSED_NOQA in codes
+    if unused_noqa:  # candidates, settled once the linked findings are there too
+        local += suppression.unused_candidates(parsed.lines, display_path, RULES)
+    local = sorted(suppression.unsuppressed(local, parsed.lines, keep=unused_noqa), key=lambda d: d.sort_key)
     return FileFacts(local, summary), parsed, model
 
 
@@ -196,7 +211,7 @@ Linked = tuple[Optional[int], Diagnostic]  # a finding linking gives a file, and
 
 
 def linked(project: Project, module: str, given: frozenset[str], codes: frozenset[str],
-           display_path: str, torch_version: str | None = None) -> list[Linked]:
+           display_path: str, torch_version: str | None = None, whole_project: bool = True) -> list[Linked]:
     """The findings linking gives one file: its regions that transforms or tracers reach; regions of
     modules not `given` whose reaching call is here; backward through what another function returns.
     Without fixes or suppressions yet: `finish` adds them, with the file's text."""
@@ -205,14 +220,17 @@ def linked(project: Project, module: str, given: frozenset[str], codes: frozense
         return []
     release = behaviour(torch_version or default_target())
     found: list[Linked] = []
+    whole = project if whole_project else None  # what only the whole project can tell
     for index, region in enumerate(summary.regions):
-        finding = first_selected(region, project.reach_of(module, region), codes, release)
+        finding = first_selected(region, project.reach_of(module, region), codes, release,
+                                 modes_that_cannot_matter(region, whole, module))
         if finding is not None:
             related = _reacher_related(project, finding, module)
             found.append((index, _at(region.span, finding.code, message_at_region(finding, region), display_path,
                                      finding.severity, finding.help, related)))
     for region_module, region in project.reported_in(given).get(module, []):
-        finding = first_selected(region, project.reach_of(region_module, region), codes, release)
+        finding = first_selected(region, project.reach_of(region_module, region), codes, release,
+                                 modes_that_cannot_matter(region, whole, region_module))
         if finding is None:
             continue
         reacher = finding.reacher
@@ -224,7 +242,8 @@ def linked(project: Project, module: str, given: frozenset[str], codes: frozense
             if reacher.via is not None:
                 related += (related_at(reacher.span, f"where {call_name(reacher)} applies it",
                                        project.path(reacher.module)),)
-            message = message_at_reacher(finding, region, _callee_text(text))
+            message = message_at_reacher(finding, region, _callee_text(text),
+                                         f"{project.path(region_module)}:{region.span.row}")
             found.append((None, _at(span, finding.code, message, display_path, finding.severity, finding.help,
                                     related)))
     if "NG003" in codes:
@@ -283,11 +302,12 @@ def finish(data: bytes, display_path: str, codes: frozenset[str], found: list[Li
 def _finished(parsed: ParsedFile, model: SemanticModel, found: list[Linked], codes: frozenset[str],
               attach_fixes: AttachFixes | None) -> list[Diagnostic]:
     diagnostics = [diagnostic for _, diagnostic in found]
-    fixable = [(model.regions[index], diagnostic) for index, diagnostic in found
-               if index is not None and index < len(model.regions) and diagnostic.code in FIXABLE_CODES]
+    regions = model.regions  # a list made on each read: once
+    fixable = [(regions[index], diagnostic) for index, diagnostic in found
+               if index is not None and index < len(regions) and diagnostic.code in FIXABLE_CODES]
     if fixable and attach_fixes is not None:
         diagnostics = attach_fixes(diagnostics, fixable, parsed, model)
-    return suppression.unsuppressed(diagnostics, parsed.lines)
+    return suppression.unsuppressed(diagnostics, parsed.lines, keep=suppression.UNUSED_NOQA in codes)
 
 
 def _in_cells(data: bytes, display_path: str, codes: frozenset[str], check) -> list[Diagnostic]:

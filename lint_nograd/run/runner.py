@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lint_nograd.report import suppression
 from lint_nograd.run.cache import (
     RACY_NS,
     Cache,
@@ -138,7 +139,7 @@ class LastRun:
             findings = diagnostics_from_json(self.findings.get(str(job.path), []), job.display_path)
             if findings is None:
                 return None
-            outcome.diagnostics += findings
+            outcome.diagnostics += suppression.settle(findings, job.codes)
         return outcome, bool(changed)
 
     def _read_again(self, path: Path, shown: str, job: Job | None, status: FileStatus | None, fixes: Fixes | None,

@@ -23,6 +23,7 @@ from typing import Optional
 from lint_nograd.analysis import torch_names
 from lint_nograd.project.linking import ModuleEntry, Project, module_name
 from lint_nograd.project.summary import ModuleSummary
+from lint_nograd.report import suppression
 from lint_nograd.report.diagnostics import Diagnostic
 from lint_nograd.run import engine
 from lint_nograd.run.cache import Cache, content_key, diagnostics_from_json, diagnostics_to_json, file_status
@@ -371,7 +372,8 @@ class Run:
                 continue
             self.cache.entry(file.content_key).setdefault("finished", {})[key] = diagnostics
             self.findings[file.path] += diagnostics_from_json(diagnostics, file.shown) or []
-        self.outcome.diagnostics += [d for found in self.findings.values() for d in found]
+        for path, found in self.findings.items():  # a `# noqa` seen by both stages: NG100 settles it
+            self.outcome.diagnostics += suppression.settle(found, self.files[path].job.codes)
 
 
 def mentions_any(data: bytes, names: str) -> bool:

@@ -1,0 +1,306 @@
+"""Whether a grad-disabled region can change what a transform or tracer returns: the flow rule of
+NG004-NG006 is "report unless it provably cannot matter", and this tells, from one file, the cases
+where it provably cannot:
+
+- `enable_grad`: the whole body runs under `torch.enable_grad()` (or `set_grad_enabled(True)`), so
+  the region turns nothing off in any mode;
+- `inputs`: what the region computes depends only on constants (literals, modules, torch calls of
+  constants) and on the parameters it names: with none of them differentiated, forward mode and
+  reverse mode (and a tracer) compute the same. Which parameters a transform differentiates is the
+  project's business (`argnums`, `functools.partial`); `()` means constants only;
+- `stores`: the region only stores values into attributes (`self.last_norm = x.norm()`) and locals
+  nothing reads afterwards; if nothing the transform reaches reads those attributes, the region's
+  values go nowhere the transform returns;
+- `local_only` and a gradient step: a region that only binds locals (no state a tracer records,
+  such as an in-place update of a buffer), in code that `make_fx` traces through a function that
+  returns nothing but what `torch.autograd.grad` computes: the tracer records the backward pass
+  that eager mode ran, with the region respected, so the traced gradients equal the eager ones.
+
+Anything the walk does not know (a call into the project, a closure, a loop variable, `self`)
+makes the answer "it may matter". An `inference_mode` region is never exempt: its tensors raise
+when saved for backward, whatever they are computed from.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import weakref
+from dataclasses import dataclass
+
+from lint_nograd.analysis.model import GradModeChange, SemanticModel
+from lint_nograd.analysis.scopes import FUNCTION_NODES, Scope
+
+ENABLE_GRAD = "enable_grad"
+_CONSTANT_MODULES = ("torch.", "math.", "numpy.", "operator.")  # calls of these, on constants, give constants
+_CONSTANT_IMPORTS = frozenset({"torch", "math", "numpy", "operator", "functools"})
+_BUILTINS = frozenset(dir(builtins))
+_MAX_DEPTH = 12
+
+
+@dataclass(frozen=True)
+class Flow:
+    """What the file alone says of whether a region can change a result."""
+
+    inert: str = ""  # ENABLE_GRAD: it turns nothing off in any mode
+    inputs: tuple[str, ...] | None = None  # the parameters its values depend on, all else constant
+    stores: tuple[str, ...] = ()  # the attributes it only stores into (its locals read by nothing after it)
+    local_only: bool = False  # it only binds locals, with no state a tracer records
+
+
+def flow_of(model: SemanticModel, region: GradModeChange) -> Flow:
+    """The flow facts of a `no_grad` or `set_grad_enabled(False)` region, from one walk of its body."""
+    if region.api == "inference_mode" or isinstance(region.owner, ast.Expr) or region.function is None:
+        return Flow()
+    if enables_grad_throughout(model, region):
+        return Flow(inert=ENABLE_GRAD)
+    scope = model.scopes.of.get(region.function)
+    if scope is None:
+        return Flow()
+    body = [s for s in region.owner.body if not _is_docstring_or_pass(s)]
+    nodes = [node for statement in body for node in ast.walk(statement)]
+    harmless = _calls_are_harmless(model, nodes, scope)
+    try:
+        inputs = _inputs(model, nodes, scope)
+    except RecursionError:
+        inputs = None
+    plain = harmless and all(isinstance(s, (ast.Assign, ast.AnnAssign)) and s.value is not None for s in body)
+    targets = [t for s in body for t in (s.targets if isinstance(s, ast.Assign) else [s.target])] if plain else []
+    local_only = plain and not any(isinstance(n, ast.keyword) and n.arg == "out" for n in nodes) and all(
+        isinstance(node, (ast.Name, ast.Tuple, ast.List, ast.Store)) for t in targets for node in ast.walk(t))
+    return Flow("", inputs, _stores(region, targets) if plain else (), local_only)
+
+
+def enables_grad_throughout(model: SemanticModel, region: GradModeChange) -> bool:
+    """Whether every statement of the region's body (a docstring and `pass` aside) is a `with` that
+    turns grad back on."""
+    if region.api == "inference_mode" or isinstance(region.owner, ast.Expr):
+        return False
+    body = [s for s in region.owner.body if not _is_docstring_or_pass(s)]
+    return bool(body) and all(
+        isinstance(statement, ast.With) and any(
+            (change := model.change_at(item.context_expr)) is not None and change is not region
+            and (change.api == "enable_grad" or change.api == "set_grad_enabled" and change.enabled is True)
+            for item in statement.items)
+        for statement in body)
+
+
+def _inputs(model: SemanticModel, nodes: list[ast.AST], scope: Scope) -> tuple[str, ...] | None:
+    """The parameters of the region's function that what it computes depends on, when everything
+    else it reads is a constant; None when it reads anything else."""
+    found: dict[str, None] = {}
+    for node in nodes:  # a name the region binds is looked up too: `x = x * 2` in a loop reads `x`
+        if not _reads_only_constants(model, node, scope, found, 0):
+            return None
+    return tuple(found)
+
+
+def _stores(region: GradModeChange, targets: list[ast.expr]) -> tuple[str, ...]:
+    """The attribute names the region stores into (`x.attr = ...`, `x.attr[key] = ...`), when the
+    rest of what it binds is locals nothing outside it reads; () otherwise."""
+    attributes: dict[str, None] = {}
+    locals_: set[str] = set()
+    for target in targets:
+        base = target.value if isinstance(target, ast.Subscript) else target
+        if isinstance(base, ast.Attribute):
+            attributes[base.attr] = None
+        elif isinstance(target, ast.Name):
+            locals_.add(target.id)
+        else:
+            return ()
+    if not attributes or _read_outside(region, locals_):
+        return ()
+    return tuple(attributes)
+
+
+def _is_docstring_or_pass(statement: ast.stmt) -> bool:
+    return isinstance(statement, ast.Pass) or (
+        isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant))
+
+
+def _bound_in(statements: list[ast.stmt]) -> set[str]:
+    """The names the region's statements bind (plain assignments), read afterwards in the region."""
+    names = set()
+    for statement in statements:
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+    return names
+
+
+def _reads_only_constants(model: SemanticModel, node: ast.AST, scope: Scope, found: dict, depth: int) -> bool:
+    """Whether one node reads only constants and parameters of the function (added to `found`), and
+    touches no autograd state (grad mode, `requires_grad`, a parameter made, an in-place change)."""
+    if isinstance(node, _UNKNOWABLE):
+        return False
+    if isinstance(node, ast.Call):
+        return _constant_callee(model, node.func, scope) and not _touches_autograd(model, node, scope)
+    if isinstance(node, ast.Attribute):
+        return node.attr not in _AUTOGRAD_STATE
+    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+        return _name_only_on(model, node, scope, found, depth)
+    return True
+
+
+# What no constant is: autograd state and grad mode, read or set (as region_values refuses them).
+_AUTOGRAD_STATE = frozenset({"requires_grad", "grad_fn", "is_leaf", "_version", "grad", "data"})
+_AUTOGRAD_CALLS = frozenset({
+    "torch.set_grad_enabled", "torch.is_grad_enabled", "torch._C._set_grad_enabled", "torch._C.is_grad_enabled",
+    "torch.is_inference_mode_enabled", "torch.nn.Parameter", "torch.nn.parameter.Parameter",
+    "torch.autograd.grad_mode.set_grad_enabled", "torch.autograd.grad_mode.is_grad_enabled",
+    "torch._C._set_fwd_grad_enabled", "torch._C._is_fwd_grad_enabled", "torch.enable_grad", "torch.no_grad",
+    "torch.inference_mode"})
+
+
+def _touches_autograd(model: SemanticModel, call: ast.Call, scope: Scope) -> bool:
+    func = call.func
+    if isinstance(func, ast.Attribute) and (func.attr.endswith("_") and not func.attr.startswith("_")
+                                            or func.attr in ("requires_grad_", "retain_grad", "backward")):
+        return True  # in place: state a later read sees
+    if any(keyword.arg in ("requires_grad", "out") for keyword in call.keywords):
+        return True
+    return bool(model.scopes.qualified_names(func, scope) & _AUTOGRAD_CALLS)
+
+
+def _depends_only_on(model: SemanticModel, value: ast.AST, scope: Scope, found: dict, depth: int) -> bool:
+    """Whether every value `value` reads is a constant or a parameter of the function (added to `found`)."""
+    if depth > _MAX_DEPTH:
+        return False
+    return all(_reads_only_constants(model, node, scope, found, depth) for node in ast.walk(value))
+
+
+_UNKNOWABLE = (*FUNCTION_NODES, ast.ClassDef, ast.Yield, ast.YieldFrom, ast.Await, ast.Global, ast.Nonlocal,
+               ast.NamedExpr)
+
+
+def _constant_callee(model: SemanticModel, func: ast.expr, scope: Scope) -> bool:
+    """A call that computes from its arguments alone: a torch or math function, a builtin, or a
+    method of a value (whose base the walk looks at as any other read). `self.f(x)`, a function of
+    the project, may read anything."""
+    if isinstance(func, ast.Attribute):
+        names = model.scopes.qualified_names(func, scope)
+        if names:
+            return all(name.startswith(_CONSTANT_MODULES) for name in names)
+        base = func.value
+        while isinstance(base, (ast.Attribute, ast.Subscript, ast.Call)):
+            base = base.func if isinstance(base, ast.Call) else base.value
+        return not (isinstance(base, ast.Name) and base.id in ("self", "cls"))
+    if isinstance(func, ast.Name):
+        names = model.scopes.qualified_names(func, scope)
+        if names:
+            return all(name.startswith(_CONSTANT_MODULES) for name in names)
+        return not model.scopes.lookup(scope, func.id, (func.lineno, func.col_offset)) and func.id in _BUILTINS
+    return False
+
+
+def _name_only_on(model: SemanticModel, name: ast.Name, scope: Scope, found: dict, depth: int) -> bool:
+    bindings = model.scopes.lookup(scope, name.id, (name.lineno, name.col_offset))
+    if not bindings:
+        return name.id in _BUILTINS and name.id not in ("globals", "locals", "vars", "eval", "exec")
+    for binding in bindings:
+        owner = binding.scope
+        if binding.imported:
+            if binding.imported.partition(".")[0] in _CONSTANT_IMPORTS:
+                continue  # torch, math: a module or a function of one (calling it is judged as a call)
+            return False  # `from pkg.consts import W`: W may be a tensor that requires grad
+        node = binding.node
+        if isinstance(node, ast.arg):
+            if owner is not scope or node.arg in ("self", "cls"):
+                return False  # a closure's parameter, or the instance: may be anything
+            found[node.arg] = None
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        elif binding.value is not None and (owner is scope or owner.node is model.module):
+            # a local computed from ..., or a module-level name: only as constant as its value
+            if owner.node is model.module and _rebound_elsewhere(model, binding):
+                return False
+            if not _depends_only_on(model, binding.value, owner, found if owner is scope else {}, depth + 1):
+                return False
+            if owner is not scope and not _is_literal(binding.value):
+                return False  # a module-level tensor may require grad: only literals count
+        else:
+            return False
+    return True
+
+
+def _is_literal(value: ast.expr) -> bool:
+    """A number, a string, a tuple of them, arithmetic on them: a global constant."""
+    return all(isinstance(node, (ast.Constant, ast.Tuple, ast.List, ast.BinOp, ast.UnaryOp, ast.operator,
+                                 ast.unaryop, ast.Load, ast.expr_context))
+               for node in ast.walk(value))
+
+
+def _rebound_elsewhere(model: SemanticModel, binding) -> bool:
+    """A module-level name assigned more than once, or through `global` in a function: no constant."""
+    if len(model.scopes.module.bindings.get(binding.name, ())) > 1:
+        return True
+    declared = _GLOBALS.get(model)
+    if declared is None:
+        declared = _GLOBALS[model] = {name for node in ast.walk(model.module) if isinstance(node, ast.Global)
+                                      for name in node.names}
+    return binding.name in declared
+
+
+_GLOBALS: weakref.WeakKeyDictionary[SemanticModel, set[str]] = weakref.WeakKeyDictionary()  # once a file
+
+
+def _calls_are_harmless(model: SemanticModel, nodes: list[ast.AST], scope: Scope) -> bool:
+    """Calls of torch, math and builtins, and methods of values, none of them in place."""
+    for node in nodes:
+        if isinstance(node, ast.Call):
+            func = node.func
+            if not _constant_callee(model, func, scope) or _touches_autograd(model, node, scope):
+                return False
+        elif isinstance(node, _UNKNOWABLE):
+            return False
+    return True
+
+
+def _read_outside(region: GradModeChange, names: set[str]) -> bool:
+    """Whether the function reads one of `names` outside the region's statements."""
+    if not names:
+        return False
+    inside = {id(node) for statement in region.owner.body for node in ast.walk(statement)}
+    return any(isinstance(node, ast.Name) and node.id in names and isinstance(node.ctx, ast.Load)
+               and id(node) not in inside for node in ast.walk(region.function))
+
+
+_AUTOGRAD_GRAD = frozenset({"torch.autograd.grad"})
+
+
+def returns_only_gradients(model: SemanticModel, function: ast.AST) -> bool:
+    """Whether a function differentiates (`torch.autograd.grad`) and returns nothing but what that
+    computes: names bound to its result (or unpacked from it), subscripts of them, tuples and lists
+    of these, and `None`."""
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    scope = model.scopes.of.get(function)
+    if scope is None:
+        return False
+    gradients: set[str] = set()
+    returns: list[ast.Return] = []
+    stack = list(function.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (*FUNCTION_NODES, ast.ClassDef)):
+            continue
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) \
+                and model.scopes.qualified_names(node.value.func, scope) & _AUTOGRAD_GRAD:
+            for target in node.targets:
+                gradients.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+        elif isinstance(node, ast.Return):
+            returns.append(node)
+        elif isinstance(node, (ast.Yield, ast.YieldFrom)):
+            return False
+        stack += list(ast.iter_child_nodes(node))
+    return bool(gradients) and bool(returns) and all(
+        r.value is not None and _only_gradients(r.value, gradients) for r in returns)
+
+
+def _only_gradients(value: ast.expr, gradients: set[str]) -> bool:
+    if isinstance(value, (ast.Tuple, ast.List)):
+        return all(_only_gradients(element, gradients) for element in value.elts)
+    if isinstance(value, ast.Subscript):
+        return _only_gradients(value.value, gradients)
+    if isinstance(value, ast.Name):
+        return value.id in gradients
+    return isinstance(value, ast.Constant) and value.value is None
