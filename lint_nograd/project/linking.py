@@ -32,6 +32,7 @@ from lint_nograd.project.summary import (
 
 Value = tuple  # ("F", module, function, bound) ("C", module, class) ("I", module, class) ("M", module)
 #               ("X", qualified name) ("XI", qualified class name) ("W", value) ("P", module, function, parameter)
+#               ("B", value): a container holding value; ("S", module, class): `super()` in a method of class
 FunctionKey = tuple[str, str]  # (module, function)
 _MAX_DEPTH = 24
 
@@ -97,6 +98,9 @@ class Project:
         self._parameters: dict[tuple[str, str, str], tuple[bool, dict[str, Reacher]]] = {}
         self._uses: dict[str, dict[tuple, list]] = {}  # module -> parameter -> how its functions use it
         self._origins: dict = {}  # import, or (importer, import) when relative -> module
+        self._callers: dict[FunctionKey, list[tuple[str, object, Value]]] = defaultdict(list)  # see `_passed`
+        self._indexed: set[str] = set()  # the modules whose call sites are in `_callers`
+        self.passed_into: set[FunctionKey] = set()  # functions whose parameters took what callers pass
         self.reached: dict[FunctionKey, dict[str, Reacher]] = defaultdict(dict)
         self._queue: deque = deque()
         self._reported_in: Optional[tuple[frozenset[str], dict]] = None
@@ -205,6 +209,24 @@ class Project:
         elif kind == "wrap":
             for value in self.resolve(module, ref[1], depth + 1):
                 yield ("W", value)
+        else:
+            yield from self._resolve_more(module, ref, depth)
+
+    def _resolve_more(self, module: str, ref: Ref, depth: int) -> Iterator[Value]:
+        """Containers and their elements, `super()`."""
+        kind = ref[0]
+        if kind == "box":
+            for value in self.resolve(module, ref[1], depth + 1):
+                yield ("B", value)
+        elif kind == "item":
+            for value in self.resolve(module, ref[1], depth + 1):
+                for held in self._passed(value) if value[0] == "P" else (value,):
+                    if held[0] == "B":
+                        yield held[1]
+        elif kind == "super":
+            for value in self.resolve(module, ref[1], depth + 1):
+                if value[0] == "C":
+                    yield ("S", value[1], value[2])
 
     def attribute(self, value: Value, name: str, depth: int = 0) -> tuple[Value, ...]:
         kind = value[0]
@@ -219,6 +241,13 @@ class Project:
             return self._member(value[1], value[2], name, kind == "I", set())
         if kind == "X":
             return (("X", f"{value[1]}.{name}"),)
+        if kind == "P":  # `model.encode` with `model` a parameter: of what the callers pass
+            return tuple(v for passed in self._passed(value) for v in self.attribute(passed, name, depth + 1))
+        if kind == "S":  # `super().forward`: the first base, in order, that has it
+            for base in self._bases(value[1], value[2]):
+                found = self._member(base[1], base[2], name, True, set()) if base[0] == "C" else ()
+                if found:
+                    return found
         return ()
 
     def _member(self, module: str, cls: str, name: str, bound: bool, seen: set) -> tuple[Value, ...]:
@@ -283,8 +312,68 @@ class Project:
                 if found:
                     yield from (v for f in found for v in self.runs(f))
                     return
-        elif kind == "W":
+        elif kind == "W" or kind == "B":  # calling `nn.Sequential(...)` runs each module it holds
             yield from self.runs(value[1])
+        elif kind == "P":  # a parameter runs what the project's calls pass to it
+            for passed in self._passed(value):
+                yield from self.runs(passed)
+
+    # -- what parameters hold -----------------------------------------------------------------------
+
+    def _passed(self, parameter: Value) -> list[Value]:
+        """The values a parameter takes: its default, and what every call of its function in the
+        loaded modules passes (a parameter of the caller in turn, to a fixpoint). A call of a class
+        passes to `__init__`. Used for a parameter a function does not call itself, but a closure
+        or an attribute does (`self.net = net`, `lambda z: model(z)`): where the function calls its
+        own parameter, what reaches it comes from the callers that are reached (`parameter`)."""
+        found: list[Value] = []
+        stack, seen = [parameter], {parameter}
+        while stack:
+            module, function_name, name = stack.pop()[1:]
+            key = (module, function_name)
+            self.passed_into.add(key)
+            self._index_callers()
+            function = self.function(key)
+            refs = [(module, function.defaults[name])] if function and name in function.defaults else []
+            for caller, site, callee in self._callers.get(key, ()):
+                refs += [(caller, r) for p, r in self._bound(callee, site) if p == name]
+            for caller, group in refs:
+                for ref in group:
+                    for value in self.resolve(caller, ref):
+                        if value[0] == "P":
+                            if value not in seen:
+                                seen.add(value)
+                                stack.append(value)
+                        elif value not in found:
+                            found.append(value)
+        return found
+
+    def _index_callers(self) -> None:
+        """Each call site of the loaded modules under the functions it calls (once per module)."""
+        while True:
+            pending = sorted(set(self.loaded()) - self._indexed)
+            if not pending:
+                return
+            for module in pending:
+                self._indexed.add(module)
+                for function in self.summary(module).functions.values():
+                    for site in function.call_sites:
+                        for value in self._values(module, site.callees):
+                            for callee in self._called(value):
+                                self._callers[(callee[1], callee[2])].append((module, site, callee))
+
+    def _called(self, value: Value) -> tuple[Value, ...]:
+        """The function a call of `value` passes its arguments to: itself, or a class's `__init__`."""
+        if value[0] == "F":
+            return (value,)
+        if value[0] == "C":
+            return tuple(v for v in self._member(value[1], value[2], "__init__", True, set()) if v[0] == "F")
+        return ()
+
+    def _bound(self, callee: Value, site) -> list[tuple[str, tuple[Ref, ...]]]:
+        found: list = []
+        self._bind(callee, site, found)
+        return [(name, refs) for _, name, refs in found]
 
     def _values(self, module: str, refs: Iterable[Ref]) -> Iterator[Value]:
         """Lazily: a caller that stops at the first value it wants resolves no more refs."""
@@ -322,13 +411,20 @@ class Project:
         """Compute the reach of every transform and tracer of `modules`, and of the helpers they call."""
         modules = sorted(module for module in modules if self.summary(module) is not None)
         for module in modules:  # in a fixed order: the first reacher of a function does not depend on the run
-            for function in self.summary(module).functions.values():
+            for name, function in self.summary(module).functions.items():
                 for source in function.sources:
-                    self._seed(module, source)
+                    self._seed(module, source, name)
                 for site in function.call_sites:
                     if self._may_transform(module, site) and self._passes_a_lead(module, site):
-                        self._seed_helper_call(module, site)
+                        self._seed_helper_call(module, site, name)
         self._propagate()
+        while self.passed_into and set(self.loaded()) - self._indexed:
+            # a module loaded meanwhile may hold more calls passing something: look again from the start
+            self._index_callers()
+            self._resolved.clear()
+            self._runs.clear()
+            self._queue.extend((key, mode) for key, modes in list(self.reached.items()) for mode in modes)
+            self._propagate()
 
     def modules_to_look_into(self, module: str, summary: ModuleSummary) -> set[str]:
         """The modules linking is likely to look into from `module`: those of what its transforms
@@ -458,21 +554,21 @@ class Project:
             self.reached[key][mode] = reacher
             self._queue.append((key, mode))
 
-    def _seed(self, module: str, source) -> None:
+    def _seed(self, module: str, source, name: str) -> None:
         if source.receivers and not any(self.is_tracer(v) for v in self._values(module, source.receivers)):
             return
-        for function in self._functions(module, source.targets):
+        for function in self._functions(module, _not_own(name, source.targets)):
             for mode in source.modes:
                 self._reach(function, mode, _reacher(mode, module, source))
 
-    def _seed_helper_call(self, module: str, site) -> None:
+    def _seed_helper_call(self, module: str, site, name: str) -> None:
         """`hvp(energy, x, v)` with `def hvp(f, x, v): return jvp(grad(f), ...)` reaches `energy`
         (for a call that may transform and passes a lead)."""
         for callee, name, refs in self._helpers(module, site):
             sourced = self.parameter((callee[1], callee[2], name))[1]
             for mode, inner in sourced.items():
                 reacher = replace(inner, via=(module, site.span, site.text))
-                for function in self._functions(module, refs):
+                for function in self._functions(module, _not_own(name, refs)):
                     self._reach(function, mode, reacher)
 
     def _propagate(self) -> None:
@@ -482,10 +578,11 @@ class Project:
             function = self.function(key)
             reacher = self.reached[key][mode]
             onward = reacher if reacher.through else replace(reacher, through=key)
-            for callee in self._functions(module, function.calls):
+            # its own parameters are followed from the callers that reach it (`parameter`), not from every caller
+            for callee in self._functions(module, _not_own(name, function.calls)):
                 self._reach(callee, mode, onward)
             for source in function.sources:  # an inner transform runs its function under this one too
-                for callee in self._functions(module, source.targets):
+                for callee in self._functions(module, _not_own(name, source.targets)):
                     self._reach(callee, mode, onward)
             for site in function.call_sites:  # a helper that calls (or transforms) what it is given
                 if not self._passes_a_lead(module, site):
@@ -498,7 +595,7 @@ class Project:
                 finally:
                     self._permissive = outer
                 for callee, refs in helpers:
-                    for passed in self._functions(module, refs):
+                    for passed in self._functions(module, _not_own(name, refs)):
                         self._reach(passed, mode, onward)
 
     # -- what the rules ask -------------------------------------------------------------------------
@@ -561,7 +658,7 @@ class Project:
         return text
 
 
-_WRAPPING = ("attr", "inst", "call", "wrap")  # the kinds of ref whose value comes from an inner ref
+_WRAPPING = ("attr", "inst", "call", "wrap", "box", "item", "super")  # the kinds of ref whose value comes from an inner ref
 _PASSED = ("param", "wrap")  # the kinds of ref that may stand for a parameter
 _UNSEEN = object()  # not looked up yet (None is an answer)
 
@@ -576,6 +673,18 @@ def _parameter(module: str, ref: Ref) -> Optional[tuple[str, str, str]]:
     while ref[0] == "wrap":
         ref = ref[1]
     return (module, ref[1], ref[2]) if ref[0] == "param" else None
+
+
+def _not_own(function: str, refs: Iterable[Ref]) -> list[Ref]:
+    """The refs that do not stand for (something held by) a parameter of `function` itself."""
+    found = []
+    for ref in refs:
+        inner = ref
+        while inner[0] in _WRAPPING:
+            inner = inner[1]
+        if not (inner[0] == "param" and inner[1] == function):
+            found.append(ref)
+    return found
 
 
 def _passes(key: tuple[str, str, str], refs: tuple[Ref, ...]) -> bool:

@@ -14,6 +14,9 @@ Refs are tuples:
     ("inst", ref)         an instance of a class (calling it runs `forward`)
     ("call", ref)         what calling `ref` returns (an instance, when `ref` is a class)
     ("wrap", ref)         a wrapper that runs `ref` when called: `vmap(f)`, `partial(f, a)`, `grad(f)`
+    ("box", ref)          a container holding `ref`: `nn.Sequential(Block())`, `[Block() for _ in range(3)]`
+    ("item", ref)         an element of the container `ref`: `self.blocks[0]`, `block` in `for block in self.blocks`
+    ("super", ref)        `super()` in a method of the class `ref`: its attributes are looked up in the bases
 """
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ from typing import Optional
 from lint_nograd.analysis import entry_points, torch_names
 from lint_nograd.analysis.model import SemanticModel, TableVisitor, inside_comprehension
 from lint_nograd.analysis.region_values import region_cuts_its_values
-from lint_nograd.analysis.scopes import Binding, Scope
+from lint_nograd.analysis.scopes import COMPREHENSION_NODES, Binding, Scope
 
 Ref = tuple
 MODULE_BODY = ""  # the name under which the module's own code is summarised, like a function's
@@ -79,6 +82,7 @@ class Function:
     sources: list[Source] = field(default_factory=list)
     returns_region: Optional[Span] = None  # every return hands back a value computed in this region
     returns_api: str = ""
+    defaults: dict[str, tuple[Ref, ...]] = field(default_factory=dict)  # `def f(step=residual_fn)`
 
 
 @dataclass
@@ -134,7 +138,8 @@ class ModuleSummary:
         return {
             "functions": {name: {"params": f.params, "kwonly": f.kwonly, "calls": f.calls,
                                  "call_sites": [site(c) for c in f.call_sites], "sources": [source(x) for x in f.sources],
-                                 "returns_region": span(f.returns_region), "returns_api": f.returns_api}
+                                 "returns_region": span(f.returns_region), "returns_api": f.returns_api,
+                                 "defaults": f.defaults}
                           for name, f in self.functions.items()},
             "classes": {name: {"bases": c.bases, "methods": c.methods, "attributes": c.attributes}
                         for name, c in self.classes.items()},
@@ -161,7 +166,8 @@ class ModuleSummary:
 
         functions = {name: Function(tuple(f["params"]), tuple(f["kwonly"]), _refs(f["calls"]),
                                     [call_site(c) for c in f["call_sites"]], [source(s) for s in f["sources"]],
-                                    span(f["returns_region"]), f["returns_api"])
+                                    span(f["returns_region"]), f["returns_api"],
+                                    {k: _refs(v) for k, v in f["defaults"].items()})
                      for name, f in data["functions"].items()}
         classes = {name: Class(tuple(_refs(b) for b in c["bases"]), dict(c["methods"]),
                                {k: _refs(v) for k, v in c["attributes"].items()})
@@ -242,6 +248,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         self.dual_level: list[Span] = []  # enclosing `with dual_level():` blocks that make duals
         self.region_dual_level: dict[int, Span] = {}
         self._of_binding: dict[Binding, tuple[Ref, ...]] = {}  # the refs of each binding, once
+        self._added: dict[Binding, list[Ref]] = {}  # what `append`, `extend`, ... put in a container name
 
     def run(self) -> ModuleSummary:
         self._visit_all(self.model.module.body)
@@ -283,7 +290,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             return (("fn", self.model.name_of(expr)),)
         if kind is ast.Call:
             return self._call_refs(expr, scope, depth)
-        return ()
+        return self._container_refs(expr, scope, depth)
 
     def _call_refs(self, call: ast.Call, scope: Scope, depth: int) -> tuple[Ref, ...]:
         func = call.func
@@ -296,6 +303,9 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
                           for ref in self.refs(_first_argument(call, position, keyword), scope, depth + 1)])
         if isinstance(func, ast.Attribute) and func.attr in _RETURN_THE_MODULE and not names:
             return self.refs(func.value, scope, depth + 1)  # `Net().eval()`
+        contents = self._constructed_container(call, names, scope, depth)
+        if contents is not None:
+            return contents
         return tuple([("call", ref) for ref in callees])
 
     def _binding_refs(self, bindings: list[Binding], depth: int) -> tuple[Ref, ...]:
@@ -324,9 +334,12 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             return (("imp", binding.imported),)
         if isinstance(node, ast.arg):
             return tuple(self._parameter_refs(binding))
+        added = tuple(self._added.get(binding, ()))  # `layers.append(Block())` after `layers = []`
+        if binding.iterated is not None:  # `for block in self.blocks`
+            return tuple([("item", ref) for ref in self.refs(binding.iterated, binding.scope, depth + 1)])
         if binding.value is not None:
-            return self.refs(binding.value, binding.scope, depth + 1)
-        return ()
+            return self.refs(binding.value, binding.scope, depth + 1) + added
+        return added
 
     def _parameter_refs(self, binding: Binding) -> list[Ref]:
         function = binding.scope.node
@@ -345,6 +358,124 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             if isinstance(decorator, ast.Name) and decorator.id in ("staticmethod", "classmethod"):
                 return decorator.id
         return "method"
+
+    # -- containers of modules, and `super()` -------------------------------------------------------
+
+    def _container_refs(self, expr: ast.expr, scope: Scope, depth: int) -> tuple[Ref, ...]:
+        """A literal or comprehension is a container of its elements; `c[i]` is an element of `c`
+        (a slice is the container again)."""
+        kind = type(expr)
+        if kind in (ast.List, ast.Tuple, ast.Set):
+            return self._elements(expr.elts, scope, depth)
+        if kind is ast.Dict:
+            return self._elements([v if k is not None else ast.Starred(v) for k, v in zip(expr.keys, expr.values)],
+                                  scope, depth)
+        if kind in (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp):
+            inner = self.scopes.enter(expr, scope)
+            return tuple([("box", ref) for ref in self.refs(expr.value if kind is ast.DictComp else expr.elt,
+                                                             inner, depth + 1)])
+        if kind is ast.Subscript:
+            container = self.refs(expr.value, scope, depth + 1)
+            if isinstance(expr.slice, ast.Slice):
+                return container
+            return tuple([("item", ref) for ref in container])
+        if kind is ast.Starred:
+            return self.refs(expr.value, scope, depth + 1)
+        return ()
+
+    def _elements(self, elements: list, scope: Scope, depth: int) -> tuple[Ref, ...]:
+        """The container holding `elements`: a starred element adds the elements it holds."""
+        found: list[Ref] = []
+        for element in elements:
+            if isinstance(element, ast.Starred):
+                found += self.refs(element.value, scope, depth + 1)
+            else:
+                found += [("box", ref) for ref in self.refs(element, scope, depth + 1)]
+        return tuple(found)
+
+    def _mapping(self, expr: ast.expr | None, scope: Scope, depth: int) -> tuple[Ref, ...]:
+        """The values of what a mapping is made from: a dict, or pairs (`[("a", m), ...]`)."""
+        if isinstance(expr, (ast.List, ast.Tuple)):
+            return self._elements([element.elts[1] if isinstance(element, ast.Tuple) and len(element.elts) == 2
+                                   else element for element in expr.elts], scope, depth)
+        if isinstance(expr, ast.Call) and not expr.keywords and len(expr.args) == 1 and \
+                isinstance(expr.args[0], (ast.List, ast.Tuple)):  # `OrderedDict([...])`, `dict([...])`
+            return self._mapping(expr.args[0], scope, depth)
+        return self.refs(expr, scope, depth + 1) if expr is not None else ()
+
+    def _constructed_container(self, call: ast.Call, names: frozenset[str], scope: Scope,
+                               depth: int) -> tuple[Ref, ...] | None:
+        """What `nn.Sequential(a, b)`, `nn.ModuleList(blocks)`, `nn.ModuleDict({...})`, `list(...)`
+        or `d.values()` holds; None when the call makes no container."""
+        func = call.func
+        how = next((_CONTAINERS[name] for name in names if name in _CONTAINERS), None)
+        if how is None and isinstance(func, ast.Name) and func.id in _BUILTIN_CONTAINERS \
+                and not self.scopes.lookup(scope, func.id, (func.lineno, func.col_offset)):
+            how = _BUILTIN_CONTAINERS[func.id]
+        if how is None:
+            if isinstance(func, ast.Attribute) and func.attr == "values" and not call.args and not names:
+                return self.refs(func.value, scope, depth + 1)  # iterated, a view holds the same elements
+            if isinstance(func, ast.Name) and func.id == "super" and \
+                    not self.scopes.lookup(scope, "super", (func.lineno, func.col_offset)):
+                return self._super(call, scope, depth)
+            return None
+        if how == "elements":
+            if len(call.args) == 1 and isinstance(call.args[0], ast.Call) and \
+                    _imported(self.refs(call.args[0].func, scope, depth + 1)) & _ORDERED_DICT:
+                return self._mapping(call.args[0], scope, depth)  # `nn.Sequential(OrderedDict([...]))`
+            return self._elements(call.args, scope, depth)
+        argument = call.args[0] if call.args and not isinstance(call.args[0], ast.Starred) else None
+        if how == "mapping":
+            found = self._mapping(argument, scope, depth)
+            return found + self._elements([k.value for k in call.keywords if k.arg], scope, depth)
+        return self.refs(argument, scope, depth + 1) if argument is not None else ()
+
+    def _super(self, call: ast.Call, scope: Scope, depth: int) -> tuple[Ref, ...]:
+        """`super()` in a method (or `super(Cls, self)`): attributes looked up in the bases of its class."""
+        if call.args:
+            return tuple([("super", ref) for ref in self.refs(call.args[0], scope, depth + 1) if ref[0] == "cls"])
+        while scope is not None and isinstance(scope.node, COMPREHENSION_NODES):
+            scope = scope.parent
+        if scope is None or not isinstance(scope.node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                or scope.parent is None or not scope.parent.is_class:
+            return ()
+        return (("super", ("cls", self.model.name_of(scope.parent.node))),)
+
+    def _container_call(self, call: ast.Call, func: ast.Attribute) -> None:
+        """`blocks.append(Block())`, `self.layers.extend([...])`, `self.add_module("gate", Gate())`."""
+        args = call.args
+        if func.attr in ("add_module", "register_module") and len(args) == 2:
+            name = args[0]
+            if isinstance(name, ast.Constant) and isinstance(name.value, str) and self.method_class is not None \
+                    and self.refs(func.value) == (("inst", ("cls", self.method_class)),):
+                self._attribute(self.method_class, name.value, args[1])  # a named child of this module
+                return
+            value = args[1]
+        elif func.attr in ("append", "insert") and args:
+            value = args[-1]
+        elif func.attr == "extend" and len(args) == 1:
+            self._add_to(func.value, self.refs(args[0]))
+            return
+        elif func.attr == "update" and len(args) == 1:
+            self._add_to(func.value, self._mapping(args[0], self.scope, 0))
+            return
+        else:
+            return
+        self._add_to(func.value, tuple([("box", ref) for ref in self.refs(value)]))
+
+    def _add_to(self, container: ast.expr, refs: tuple[Ref, ...]) -> None:
+        """Remember that `container` (a name, or `self.name`) holds `refs` too."""
+        if not refs:
+            return
+        if isinstance(container, ast.Name):
+            binding = self.scopes.only_binding(container, self.scope)
+            if binding is not None and not binding.imported:
+                self._added.setdefault(binding, []).extend(refs)
+                self._of_binding.clear()  # what was found for names bound to it is found again
+        elif isinstance(container, ast.Attribute) and self.method_class is not None \
+                and self.refs(container.value) == (("inst", ("cls", self.method_class)),):
+            known = self.classes[self.method_class].attributes.get(container.attr, ())
+            self.classes[self.method_class].attributes[container.attr] = tuple(dict.fromkeys(known + refs))
 
     # -- definitions --------------------------------------------------------------------------------
 
@@ -368,9 +499,20 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         target = ("fn", self.model.name_of(node))
         for decorator in node.decorator_list:  # `@jacfwd`, `@partial(jacfwd, argnums=1)`
             self._decorator_source(decorator, target)
+        defaults = self._defaults(node)
         self._enter_function(node, node.body)
+        if defaults:
+            self.functions[self.model.name_of(node)].defaults = defaults
 
     visit_AsyncFunctionDef = visit_FunctionDef
+
+    def _defaults(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, tuple[Ref, ...]]:
+        """What each parameter holds when a call passes nothing for it (evaluated where `def` runs)."""
+        args = node.args
+        positional = _positional(node)
+        pairs = [*zip(positional[len(positional) - len(args.defaults):], args.defaults),
+                 *((a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None)]
+        return {a.arg: refs for a, d in pairs if type(d) in _MAY_REFER and (refs := self.refs(d))}
 
     def _decorator_source(self, decorator: ast.expr, target: Ref) -> None:
         call = decorator if isinstance(decorator, ast.Call) else None
@@ -410,6 +552,9 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self.generic_visit(node)
+        for target in node.targets:  # `self.heads["a"] = Head()`, `layers[0] = Block()`
+            if isinstance(target, ast.Subscript):
+                self._add_to(target.value, tuple([("box", ref) for ref in self.refs(node.value)]))
         if self.method_class is not None:  # `self.block = Block()`
             for target in node.targets:
                 if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
@@ -483,6 +628,8 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
     def visit_Call(self, node: ast.Call) -> None:
         self._visit_arguments(node)
         func = node.func
+        if type(func) is ast.Attribute and func.attr in _ADDS:
+            self._container_call(node, func)
         callees = self.refs(func)
         if not callees and not (isinstance(func, ast.Attribute) and func.attr == "trace"):
             return  # most calls of what is neither the project's nor PyTorch's: `len(x)`, `x.append(y)`
@@ -564,6 +711,19 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
 
 
 _WRAPPERS = torch_names.VMAP | torch_names.PARTIAL
+# The module containers, and what their arguments hold: elements, a container to take the
+# elements of, or a mapping (`nn.ModuleDict({...})`, `nn.Sequential(OrderedDict([...]))`).
+_NN = ("torch.nn.", "torch.nn.modules.container.")
+_CONTAINERS = {**{prefix + "Sequential": "elements" for prefix in _NN},
+               **{prefix + "ModuleList": "container" for prefix in _NN},
+               **{prefix + "ModuleDict": "mapping" for prefix in _NN},
+               **{prefix + "ParameterList": "container" for prefix in _NN},
+               "collections.OrderedDict": "mapping"}
+_BUILTIN_CONTAINERS = {"list": "container", "tuple": "container", "dict": "mapping", "reversed": "container",
+                       "sorted": "container"}
+# Methods that put a module into a container (or a named child into a module).
+_ORDERED_DICT = frozenset({"collections.OrderedDict"})
+_ADDS = frozenset({"append", "extend", "insert", "add_module", "register_module", "update"})
 _MAY_REFER = frozenset({ast.Name, ast.Attribute, ast.Lambda, ast.Call})  # what `refs` finds anything in
 
 
@@ -573,11 +733,14 @@ def _imported(refs: tuple[Ref, ...]) -> frozenset[str]:
 
 
 def _may_run_a_function(ref: Ref) -> bool:
-    """Whether calling `ref` may run one of the project's functions: `x.mean()` on a parameter does
-    not (what a parameter is, is not followed), calling the parameter itself may."""
+    """Whether calling `ref` may run one of the project's functions: calling a parameter, or a
+    method of what it holds (`model.encode(x)`, followed to what callers pass); not a method of
+    what a method returns (`x.mean().item()`), which is never followed."""
     if ref[0] == "param":
         return True
-    while ref[0] in ("attr", "call", "inst"):
+    if ref[0] == "attr" and ref[1][0] == "param":
+        return True
+    while ref[0] in ("attr", "call", "inst", "box", "item", "super"):
         ref = ref[1]
     return ref[0] != "param"
 

@@ -1,0 +1,81 @@
+"""The calls of the fixture projects that reach a region through how the model is built (module
+containers, inheritance, models handed to a loss or a trainer, stored functions) run with
+PyTorch: each changes results, as `check` says (traced graph vs eager gradients; forward vs
+reverse mode), and the look-alikes it leaves silent do not."""
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch.func import jacfwd, jacrev  # noqa: E402
+
+PROJECTS = Path(__file__).parent / "fixtures" / "projects"
+X = torch.tensor([1.0, 2.0, 4.0], dtype=torch.float64)
+
+
+@pytest.fixture
+def project(request):
+    """Import a fixture project's `pkg`; forget it afterwards (the projects reuse package names)."""
+    root = str(PROJECTS / request.param)
+    sys.path.insert(0, root)
+    try:
+        yield importlib.import_module
+    finally:
+        sys.path.remove(root)
+        for name in [name for name in sys.modules if name == "pkg" or name.startswith("pkg.")]:
+            del sys.modules[name]
+
+
+def traced_minus_eager(module, traced) -> float:
+    """The largest difference between the input gradients of a traced module and of eager mode."""
+    x1, x2 = X.clone().requires_grad_(), X.clone().requires_grad_()
+    traced(x1).sum().backward()
+    module(x2).sum().backward()
+    return float((x1.grad - x2.grad).abs().max())
+
+
+def forward_minus_reverse(function) -> float:
+    return float((jacfwd(function)(X) - jacrev(function)(X)).abs().max())
+
+
+def fx(module):
+    return torch.fx.symbolic_trace(module)
+
+
+def jit(module):
+    return torch.jit.trace(module, (X,))
+
+
+@pytest.mark.parametrize("project", ["containers"], indirect=True)
+@pytest.mark.parametrize(("name", "how"), [("Encoder", fx), ("Heads", jit), ("WithChild", fx)])
+def test_containers_traced(project, name, how):
+    module = getattr(project("pkg.models"), name)().double()
+    assert traced_minus_eager(module, how(module)) > 0.1
+
+
+@pytest.mark.parametrize("project", ["containers"], indirect=True)
+@pytest.mark.parametrize("name", ["Stack", "Indexed", "Paired"])
+def test_containers_in_forward_mode(project, name):
+    assert forward_minus_reverse(getattr(project("pkg.models"), name)().double()) > 0.1
+
+
+@pytest.mark.parametrize("project", ["containers"], indirect=True)
+def test_a_container_traced_itself(project):
+    blocks = project("pkg.blocks")
+    module = torch.nn.Sequential(blocks.Direct(), torch.nn.Identity())
+    assert traced_minus_eager(module, jit(module)) > 0.1
+
+
+@pytest.mark.parametrize("project", ["containers"], indirect=True)
+def test_container_look_alikes_hold_regions_nothing_reaches(project):
+    """`Spare` is held but never run by a traced forward: tracing `Encoder` never runs it."""
+    models, blocks = project("pkg.models"), project("pkg.blocks")
+    ran = []
+    blocks.Spare.forward = lambda self, x: ran.append(x) or x
+    fx(models.Encoder().double())
+    jit(models.Heads().double())
+    assert ran == []
