@@ -79,3 +79,51 @@ def test_container_look_alikes_hold_regions_nothing_reaches(project):
     fx(models.Encoder().double())
     jit(models.Heads().double())
     assert ran == []
+
+
+def reverse_tangent(function, z):
+    """What jvp(function, (z,), (ones,)) computes, by reverse mode (which respects regions)."""
+    return jacrev(function)(z) @ torch.ones_like(z)
+
+
+@pytest.mark.parametrize("project", ["models_handed_around"], indirect=True)
+def test_a_model_handed_to_a_loss_that_applies_jvp_to_a_closure_over_it(project):
+    losses, nets = project("pkg.losses"), project("pkg.nets")
+    for model in (nets.Velocity(), nets.Scored()):
+        forward = losses.flow_matching_loss(model, X, 1.0) if isinstance(model, nets.Velocity) \
+            else losses.train_step(model, X)
+        assert float((forward - reverse_tangent(model, X)).abs().max()) > 0.1
+
+
+@pytest.mark.parametrize("project", ["models_handed_around"], indirect=True)
+def test_a_model_kept_by_a_trainer(project):
+    losses, nets = project("pkg.losses"), project("pkg.nets")
+    teacher = nets.Teacher()
+    assert float((losses.Trainer(teacher).tangent(X) - reverse_tangent(teacher, X)).abs().max()) > 0.1
+    traced = nets.Traced()
+    graph = losses.GraphMaker(traced).graph(X.clone())
+    assert traced_minus_eager(traced, graph) > 0.1
+
+
+@pytest.mark.parametrize("project", ["inheritance"], indirect=True)
+def test_a_base_class_method_that_traces_or_transforms_self(project):
+    nets = project("pkg.nets")
+    exported = nets.Exported()
+    assert traced_minus_eager(exported, exported.export((X,))) > 0.1
+    sensitive = nets.Sensitive()
+    assert float((sensitive.sensitivity(X) - jacrev(sensitive)(X)).abs().max()) > 0.1
+
+
+@pytest.mark.parametrize("project", ["inheritance"], indirect=True)
+def test_super_along_the_chain(project):
+    nets = project("pkg.nets")
+    deepest = nets.Deepest()
+    assert traced_minus_eager(deepest, fx(deepest)) > 0.1
+    assert forward_minus_reverse(nets.Scaled()) > 0.1
+
+
+@pytest.mark.parametrize("project", ["inheritance"], indirect=True)
+def test_inheritance_look_alikes_agree(project):
+    """`Overrides.forward` never runs the region of `Plain.forward`: traced and eager agree."""
+    overrides = project("pkg.nets").Overrides()
+    assert traced_minus_eager(overrides, fx(overrides)) == 0

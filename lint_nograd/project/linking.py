@@ -98,9 +98,6 @@ class Project:
         self._parameters: dict[tuple[str, str, str], tuple[bool, dict[str, Reacher]]] = {}
         self._uses: dict[str, dict[tuple, list]] = {}  # module -> parameter -> how its functions use it
         self._origins: dict = {}  # import, or (importer, import) when relative -> module
-        self._callers: dict[FunctionKey, list[tuple[str, object, Value]]] = defaultdict(list)  # see `_passed`
-        self._indexed: set[str] = set()  # the modules whose call sites are in `_callers`
-        self.passed_into: set[FunctionKey] = set()  # functions whose parameters took what callers pass
         self.reached: dict[FunctionKey, dict[str, Reacher]] = defaultdict(dict)
         self._queue: deque = deque()
         self._reported_in: Optional[tuple[frozenset[str], dict]] = None
@@ -220,9 +217,8 @@ class Project:
                 yield ("B", value)
         elif kind == "item":
             for value in self.resolve(module, ref[1], depth + 1):
-                for held in self._passed(value) if value[0] == "P" else (value,):
-                    if held[0] == "B":
-                        yield held[1]
+                if value[0] == "B":
+                    yield value[1]
         elif kind == "super":
             for value in self.resolve(module, ref[1], depth + 1):
                 if value[0] == "C":
@@ -241,8 +237,6 @@ class Project:
             return self._member(value[1], value[2], name, kind == "I", set())
         if kind == "X":
             return (("X", f"{value[1]}.{name}"),)
-        if kind == "P":  # `model.encode` with `model` a parameter: of what the callers pass
-            return tuple(v for passed in self._passed(value) for v in self.attribute(passed, name, depth + 1))
         if kind == "S":  # `super().forward`: the first base, in order, that has it
             for base in self._bases(value[1], value[2]):
                 found = self._member(base[1], base[2], name, True, set()) if base[0] == "C" else ()
@@ -314,66 +308,6 @@ class Project:
                     return
         elif kind == "W" or kind == "B":  # calling `nn.Sequential(...)` runs each module it holds
             yield from self.runs(value[1])
-        elif kind == "P":  # a parameter runs what the project's calls pass to it
-            for passed in self._passed(value):
-                yield from self.runs(passed)
-
-    # -- what parameters hold -----------------------------------------------------------------------
-
-    def _passed(self, parameter: Value) -> list[Value]:
-        """The values a parameter takes: its default, and what every call of its function in the
-        loaded modules passes (a parameter of the caller in turn, to a fixpoint). A call of a class
-        passes to `__init__`. Used for a parameter a function does not call itself, but a closure
-        or an attribute does (`self.net = net`, `lambda z: model(z)`): where the function calls its
-        own parameter, what reaches it comes from the callers that are reached (`parameter`)."""
-        found: list[Value] = []
-        stack, seen = [parameter], {parameter}
-        while stack:
-            module, function_name, name = stack.pop()[1:]
-            key = (module, function_name)
-            self.passed_into.add(key)
-            self._index_callers()
-            function = self.function(key)
-            refs = [(module, function.defaults[name])] if function and name in function.defaults else []
-            for caller, site, callee in self._callers.get(key, ()):
-                refs += [(caller, r) for p, r in self._bound(callee, site) if p == name]
-            for caller, group in refs:
-                for ref in group:
-                    for value in self.resolve(caller, ref):
-                        if value[0] == "P":
-                            if value not in seen:
-                                seen.add(value)
-                                stack.append(value)
-                        elif value not in found:
-                            found.append(value)
-        return found
-
-    def _index_callers(self) -> None:
-        """Each call site of the loaded modules under the functions it calls (once per module)."""
-        while True:
-            pending = sorted(set(self.loaded()) - self._indexed)
-            if not pending:
-                return
-            for module in pending:
-                self._indexed.add(module)
-                for function in self.summary(module).functions.values():
-                    for site in function.call_sites:
-                        for value in self._values(module, site.callees):
-                            for callee in self._called(value):
-                                self._callers[(callee[1], callee[2])].append((module, site, callee))
-
-    def _called(self, value: Value) -> tuple[Value, ...]:
-        """The function a call of `value` passes its arguments to: itself, or a class's `__init__`."""
-        if value[0] == "F":
-            return (value,)
-        if value[0] == "C":
-            return tuple(v for v in self._member(value[1], value[2], "__init__", True, set()) if v[0] == "F")
-        return ()
-
-    def _bound(self, callee: Value, site) -> list[tuple[str, tuple[Ref, ...]]]:
-        found: list = []
-        self._bind(callee, site, found)
-        return [(name, refs) for _, name, refs in found]
 
     def _values(self, module: str, refs: Iterable[Ref]) -> Iterator[Value]:
         """Lazily: a caller that stops at the first value it wants resolves no more refs."""
@@ -398,6 +332,8 @@ class Project:
             return
         params = function.params
         offset = 1 if callee[3] else 0
+        if offset and params and site.receiver:  # `net.export(x)`: `self` is `net`
+            found.append((callee, params[0], site.receiver))
         for index, refs in enumerate(site.args, offset):
             if refs and index < len(params):
                 found.append((callee, params[index], refs))
@@ -411,20 +347,13 @@ class Project:
         """Compute the reach of every transform and tracer of `modules`, and of the helpers they call."""
         modules = sorted(module for module in modules if self.summary(module) is not None)
         for module in modules:  # in a fixed order: the first reacher of a function does not depend on the run
-            for name, function in self.summary(module).functions.items():
+            for function in self.summary(module).functions.values():
                 for source in function.sources:
-                    self._seed(module, source, name)
+                    self._seed(module, source)
                 for site in function.call_sites:
                     if self._may_transform(module, site) and self._passes_a_lead(module, site):
-                        self._seed_helper_call(module, site, name)
+                        self._seed_helper_call(module, site)
         self._propagate()
-        while self.passed_into and set(self.loaded()) - self._indexed:
-            # a module loaded meanwhile may hold more calls passing something: look again from the start
-            self._index_callers()
-            self._resolved.clear()
-            self._runs.clear()
-            self._queue.extend((key, mode) for key, modes in list(self.reached.items()) for mode in modes)
-            self._propagate()
 
     def modules_to_look_into(self, module: str, summary: ModuleSummary) -> set[str]:
         """The modules linking is likely to look into from `module`: those of what its transforms
@@ -488,12 +417,21 @@ class Project:
         outer = self._permissive
         self._permissive = max(outer, 1)  # looking into helpers: modules that may transform are loaded
         try:
-            callees = self._functions(module, site.callees)
+            callees = self._functions(module, site.callees) + self._constructors(module, site.callees)
         finally:
             self._permissive = outer
         found: list[tuple[Value, str, tuple[Ref, ...]]] = []
         for callee in callees:
             self._bind(callee, site, found)
+        return found
+
+    def _constructors(self, module: str, refs: Iterable[Ref]) -> list[Value]:
+        """The `__init__` that calling a class of the project runs (`Trainer(net)` binds its `net`)."""
+        found: list[Value] = []
+        for ref in refs:
+            for value in self.resolve(module, ref):
+                if value[0] == "C":
+                    found += self._member(value[1], value[2], "__init__", True, set())
         return found
 
     def parameter(self, key: tuple[str, str, str]) -> tuple[bool, dict[str, Reacher]]:
@@ -517,6 +455,16 @@ class Project:
                             sourced.setdefault(mode, reacher)
         self._parameters[key] = (called, sourced)
         return called, sourced
+
+    def transformed_parameters(self) -> list[tuple[str, str, str]]:
+        """The parameters that the functions of the loaded modules hand to a transform or tracer,
+        directly, in a closure, or through other helpers: what a call passes to them is reached."""
+        found = []
+        for module in self.loaded():
+            for key in list(self._uses_of(module)):
+                if self.parameter(key)[1]:
+                    found.append(key)
+        return found
 
     def helpers(self) -> list[tuple[tuple[str, str, str], tuple[bool, dict[str, Reacher]]]]:
         """The parameters of helpers looked into so far, with what their functions do with them."""
@@ -545,6 +493,11 @@ class Project:
                                 passed[parameter] = None
                     for parameter in passed:
                         uses[parameter].append(site)
+            for name, function in summary.functions.items() if summary else ():
+                for source in function.sources:  # `jvp(lambda z: model(z), ...)` runs the parameter `model`
+                    reachers = [(mode, _reacher(mode, module, source)) for mode in source.modes]
+                    for parameter in _closure_parameters(summary, module, name, source.targets):
+                        uses[parameter] += reachers
             self._uses[module] = uses
         return self._uses[module]
 
@@ -554,21 +507,21 @@ class Project:
             self.reached[key][mode] = reacher
             self._queue.append((key, mode))
 
-    def _seed(self, module: str, source, name: str) -> None:
+    def _seed(self, module: str, source) -> None:
         if source.receivers and not any(self.is_tracer(v) for v in self._values(module, source.receivers)):
             return
-        for function in self._functions(module, _not_own(name, source.targets)):
+        for function in self._functions(module, source.targets):
             for mode in source.modes:
                 self._reach(function, mode, _reacher(mode, module, source))
 
-    def _seed_helper_call(self, module: str, site, name: str) -> None:
+    def _seed_helper_call(self, module: str, site) -> None:
         """`hvp(energy, x, v)` with `def hvp(f, x, v): return jvp(grad(f), ...)` reaches `energy`
         (for a call that may transform and passes a lead)."""
         for callee, name, refs in self._helpers(module, site):
             sourced = self.parameter((callee[1], callee[2], name))[1]
             for mode, inner in sourced.items():
                 reacher = replace(inner, via=(module, site.span, site.text))
-                for function in self._functions(module, _not_own(name, refs)):
+                for function in self._functions(module, refs):
                     self._reach(function, mode, reacher)
 
     def _propagate(self) -> None:
@@ -578,11 +531,10 @@ class Project:
             function = self.function(key)
             reacher = self.reached[key][mode]
             onward = reacher if reacher.through else replace(reacher, through=key)
-            # its own parameters are followed from the callers that reach it (`parameter`), not from every caller
-            for callee in self._functions(module, _not_own(name, function.calls)):
+            for callee in self._functions(module, function.calls):
                 self._reach(callee, mode, onward)
             for source in function.sources:  # an inner transform runs its function under this one too
-                for callee in self._functions(module, _not_own(name, source.targets)):
+                for callee in self._functions(module, source.targets):
                     self._reach(callee, mode, onward)
             for site in function.call_sites:  # a helper that calls (or transforms) what it is given
                 if not self._passes_a_lead(module, site):
@@ -595,7 +547,7 @@ class Project:
                 finally:
                     self._permissive = outer
                 for callee, refs in helpers:
-                    for passed in self._functions(module, _not_own(name, refs)):
+                    for passed in self._functions(module, refs):
                         self._reach(passed, mode, onward)
 
     # -- what the rules ask -------------------------------------------------------------------------
@@ -661,11 +613,60 @@ class Project:
 _WRAPPING = ("attr", "inst", "call", "wrap", "box", "item", "super")  # the kinds of ref whose value comes from an inner ref
 _PASSED = ("param", "wrap")  # the kinds of ref that may stand for a parameter
 _UNSEEN = object()  # not looked up yet (None is an answer)
+_MAX_CLOSURE = 64  # the refs a closure walk looks at, at most
 
 
 def _arguments(site) -> Iterable[tuple[Ref, ...]]:
-    """The refs of each argument of a call site, positional and keyword."""
+    """The refs of each argument of a call site, positional and keyword, and what a method is called on."""
+    if site.receiver:
+        return chain(site.args, site.keywords.values(), (site.receiver,))
     return chain(site.args, site.keywords.values()) if site.keywords else site.args
+
+
+def _closure_parameters(summary: ModuleSummary, module: str, owner: str,
+                        targets: Iterable[Ref]) -> set[tuple[str, str, str]]:
+    """The parameters that running `targets` (applied to a transform in the function `owner`) calls
+    through the module's own code: `model` for `lambda z, t: model(z, t)` in `def loss(model, z, t)`;
+    `net` for `lambda z: self.net(z)` when `__init__(self, net)` sets `self.net = net`; `self` for
+    `jacfwd(self)` or `lambda z: self(z)` in a method. A parameter applied directly is not repeated."""
+    found: set[tuple[str, str, str]] = set()
+    seen: set[Ref] = set()
+    owner_self = _self_parameter(summary, module, owner)
+    stack = [ref for ref in targets if _parameter(module, ref) is None]
+    while stack:
+        ref = stack.pop()
+        if ref in seen or len(seen) > _MAX_CLOSURE:
+            continue
+        seen.add(ref)
+        while ref[0] == "wrap":
+            ref = ref[1]
+        kind = ref[0]
+        if kind == "param":
+            found.add((module, ref[1], ref[2]))
+        elif kind == "fn" and ref[1] in summary.functions:
+            function = summary.functions[ref[1]]
+            stack += function.calls
+            stack += [target for source in function.sources for target in source.targets]
+        elif kind == "inst" and ref[1][0] == "cls" and owner_self and owner_self[0] == ref[1][1]:
+            found.add(owner_self[1])  # `self` of the method applying the transform
+        elif kind == "attr" and ref[1][0] == "inst" and ref[1][1][0] == "cls":
+            cls = summary.classes.get(ref[1][1][1])
+            if cls is not None and ref[2] in cls.methods:
+                stack.append(("fn", cls.methods[ref[2]]))
+            elif cls is not None:
+                stack += cls.attributes.get(ref[2], ())
+    return found
+
+
+def _self_parameter(summary: ModuleSummary, module: str, function: str):
+    """(class, the `self` parameter) when `function`, or the method it is defined in, is a method."""
+    while function:
+        for name, cls in summary.classes.items():
+            if function in cls.methods.values():
+                params = summary.functions[function].params if function in summary.functions else ()
+                return (name, (module, function, params[0])) if params else None
+        function = function.rpartition(".<locals>.")[0]
+    return None
 
 
 def _parameter(module: str, ref: Ref) -> Optional[tuple[str, str, str]]:
@@ -673,18 +674,6 @@ def _parameter(module: str, ref: Ref) -> Optional[tuple[str, str, str]]:
     while ref[0] == "wrap":
         ref = ref[1]
     return (module, ref[1], ref[2]) if ref[0] == "param" else None
-
-
-def _not_own(function: str, refs: Iterable[Ref]) -> list[Ref]:
-    """The refs that do not stand for (something held by) a parameter of `function` itself."""
-    found = []
-    for ref in refs:
-        inner = ref
-        while inner[0] in _WRAPPING:
-            inner = inner[1]
-        if not (inner[0] == "param" and inner[1] == function):
-            found.append(ref)
-    return found
 
 
 def _passes(key: tuple[str, str, str], refs: tuple[Ref, ...]) -> bool:
@@ -702,7 +691,13 @@ def _reacher(mode: str, module: str, source) -> Reacher:
 
 
 def _callee_text(text: str) -> str:
-    """`hvp(...)` for `hvp(energy, x, v)`."""
+    """`hvp(...)` for `hvp(energy, x, v)`, `Net().export(...)` for `Net().export(x)`."""
+    if text.endswith(")") and not text.endswith("...)"):  # the whole call: drop its last arguments
+        depth = 0
+        for at in range(len(text) - 1, 0, -1):
+            depth += {")": 1, "(": -1}.get(text[at], 0)
+            if depth == 0:
+                return text[:at] + "(...)"
     return text.partition("(")[0] + "(...)"
 
 

@@ -71,6 +71,7 @@ class CallSite:
     keywords: dict[str, tuple[Ref, ...]]
     span: Span
     text: str
+    receiver: tuple[Ref, ...] = ()  # `net` in `net.export(x)`: the `self` of the method called
 
 
 @dataclass
@@ -82,7 +83,6 @@ class Function:
     sources: list[Source] = field(default_factory=list)
     returns_region: Optional[Span] = None  # every return hands back a value computed in this region
     returns_api: str = ""
-    defaults: dict[str, tuple[Ref, ...]] = field(default_factory=dict)  # `def f(step=residual_fn)`
 
 
 @dataclass
@@ -133,13 +133,12 @@ class ModuleSummary:
 
         def site(c):
             return {"callees": c.callees, "args": c.args, "keywords": c.keywords, "span": span(c.span),
-                    "text": c.text}
+                    "text": c.text, "receiver": c.receiver}
 
         return {
             "functions": {name: {"params": f.params, "kwonly": f.kwonly, "calls": f.calls,
                                  "call_sites": [site(c) for c in f.call_sites], "sources": [source(x) for x in f.sources],
-                                 "returns_region": span(f.returns_region), "returns_api": f.returns_api,
-                                 "defaults": f.defaults}
+                                 "returns_region": span(f.returns_region), "returns_api": f.returns_api}
                           for name, f in self.functions.items()},
             "classes": {name: {"bases": c.bases, "methods": c.methods, "attributes": c.attributes}
                         for name, c in self.classes.items()},
@@ -162,12 +161,12 @@ class ModuleSummary:
 
         def call_site(d):
             return CallSite(_refs(d["callees"]), tuple(_refs(a) for a in d["args"]),
-                            {k: _refs(v) for k, v in d["keywords"].items()}, span(d["span"]), d["text"])
+                            {k: _refs(v) for k, v in d["keywords"].items()}, span(d["span"]), d["text"],
+                            _refs(d["receiver"]))
 
         functions = {name: Function(tuple(f["params"]), tuple(f["kwonly"]), _refs(f["calls"]),
                                     [call_site(c) for c in f["call_sites"]], [source(s) for s in f["sources"]],
-                                    span(f["returns_region"]), f["returns_api"],
-                                    {k: _refs(v) for k, v in f["defaults"].items()})
+                                    span(f["returns_region"]), f["returns_api"])
                      for name, f in data["functions"].items()}
         classes = {name: Class(tuple(_refs(b) for b in c["bases"]), dict(c["methods"]),
                                {k: _refs(v) for k, v in c["attributes"].items()})
@@ -499,20 +498,10 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         target = ("fn", self.model.name_of(node))
         for decorator in node.decorator_list:  # `@jacfwd`, `@partial(jacfwd, argnums=1)`
             self._decorator_source(decorator, target)
-        defaults = self._defaults(node)
         self._enter_function(node, node.body)
-        if defaults:
-            self.functions[self.model.name_of(node)].defaults = defaults
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
-    def _defaults(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, tuple[Ref, ...]]:
-        """What each parameter holds when a call passes nothing for it (evaluated where `def` runs)."""
-        args = node.args
-        positional = _positional(node)
-        pairs = [*zip(positional[len(positional) - len(args.defaults):], args.defaults),
-                 *((a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None)]
-        return {a.arg: refs for a, d in pairs if type(d) in _MAY_REFER and (refs := self.refs(d))}
 
     def _decorator_source(self, decorator: ast.expr, target: Ref) -> None:
         call = decorator if isinstance(decorator, ast.Call) else None
@@ -661,9 +650,19 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             self._add_source("dual_level", (entry_points.FORWARD,), callees, node)
         args = tuple([self.refs(arg) if type(arg) in _MAY_REFER else () for arg in node.args])
         keywords = {k.arg: refs for k in node.keywords if k.arg and (refs := self.refs(k.value))}
-        if any(args) or keywords:
+        receiver = self._receiver(func)
+        if any(args) or keywords or receiver:
             span = span_of(node, self.lines)
-            self.functions[self.function].call_sites.append(CallSite(callees, args, keywords, span, _short(span)))
+            self.functions[self.function].call_sites.append(CallSite(callees, args, keywords, span, _short(span),
+                                                                     receiver))
+
+    def _receiver(self, func: ast.expr) -> tuple[Ref, ...]:
+        """What a method is called on (`net` in `net.export(x)`), when it may be the project's:
+        a base class's method that traces or transforms `self` runs the `forward` of this object."""
+        if type(func) is not ast.Attribute:
+            return ()
+        refs = self.refs(func.value)
+        return refs if any(_may_be_the_projects(ref) for ref in refs) else ()
 
     def _traced_methods(self, call: ast.Call, modules: tuple[Ref, ...]) -> tuple[Ref, ...]:
         """`trace_module(m, {"forward": x, "infer": y})` runs `m.infer` too."""
@@ -733,16 +732,25 @@ def _imported(refs: tuple[Ref, ...]) -> frozenset[str]:
 
 
 def _may_run_a_function(ref: Ref) -> bool:
-    """Whether calling `ref` may run one of the project's functions: calling a parameter, or a
-    method of what it holds (`model.encode(x)`, followed to what callers pass); not a method of
-    what a method returns (`x.mean().item()`), which is never followed."""
+    """Whether calling `ref` may run one of the project's functions: `x.mean()` on a parameter does
+    not (what a parameter is, is not followed), calling the parameter itself may."""
     if ref[0] == "param":
-        return True
-    if ref[0] == "attr" and ref[1][0] == "param":
         return True
     while ref[0] in ("attr", "call", "inst", "box", "item", "super"):
         ref = ref[1]
     return ref[0] != "param"
+
+
+def _may_be_the_projects(ref: Ref) -> bool:
+    """Whether a ref may stand for an instance of a class of the project: `Net()`, `self`, an element
+    of a container, `self.net`; not a parameter (what it is, is not followed), a module, or torch's."""
+    if ref[0] == "attr" and ref[1][0] == "inst":
+        ref = ref[1]
+    elif ref[0] not in ("call", "inst", "item"):
+        return False
+    while ref[0] in ("attr", "call", "inst", "box", "item", "wrap"):
+        ref = ref[1]
+    return ref[0] == "cls" or ref[0] == "imp" and not ref[1].startswith(("torch.", "functorch."))
 
 
 def _positional(function: ast.AST) -> list[ast.arg]:

@@ -261,7 +261,13 @@ def _reacher_related(project: Project, finding: RegionFinding, here: str) -> tup
 
 
 def _callee_text(text: str) -> str:
-    """`hvp(...)` for `hvp(energy, x, v)`."""
+    """`hvp(...)` for `hvp(energy, x, v)`, `Net().export(...)` for `Net().export(x)`."""
+    if text.endswith(")") and not text.endswith("...)"):  # the whole call: drop its last arguments
+        depth = 0
+        for at in range(len(text) - 1, 0, -1):
+            depth += {")": 1, "(": -1}.get(text[at], 0)
+            if depth == 0:
+                return text[:at] + "(...)"
     return text.partition("(")[0] + "(...)"
 
 

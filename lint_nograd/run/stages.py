@@ -142,7 +142,7 @@ class Run:
         may define a function returning what it computes in a region to a file calling backward."""
         if file.index is None:
             return False
-        if file.index.applies and file.module in self.leading_to_regions:
+        if file.index.applies and (file.module in self.leading_to_regions or file.module in self.helpers):
             return True
         return file.index.regions and any(self.by_module[importer].index and self.by_module[importer].index.backward
                                           for importer in self.importers().get(file.module, ()))
@@ -151,6 +151,15 @@ class Run:
     def leading_to_regions(self) -> set[str]:
         """The modules that name a grad-disabling API, and those whose imports lead to one."""
         return self._leading_to({f.module for f in self.files.values() if f.index is not None and f.index.regions})
+
+    @functools.cached_property
+    def helpers(self) -> set[str]:
+        """The modules that may apply a transform or tracer and that a module leading to a region
+        imports, directly or not: their functions may transform what that module hands them
+        (`loss(net, z, t)` with `def loss(model, z, t)` applying `jvp` to `model`)."""
+        applying = {f.module for f in self.files.values() if f.index is not None and f.index.applies}
+        return {module for module in applying - self.leading_to_regions
+                if self._leading_to({module}) & self.leading_to_regions}
 
     @functools.cached_property
     def transforming(self) -> set[str]:
@@ -305,16 +314,17 @@ class Run:
         for (module, function, _), (_, sourced) in project.helpers():
             if sourced:
                 wanted.setdefault((module, False), set()).add(function)
+        for module, function, _ in project.transformed_parameters():  # whatever a call passes them is reached
+            wanted.setdefault((module, False), set()).add(function)
         for module in project.loaded():
             for name, function in project.summary(module).functions.items():
                 if function.returns_region:
                     wanted.setdefault((module, True), set()).add(name)
         found = []
         for (module, backward), names in sorted(wanted.items()):
-            names = {name.split("#")[0] for name in names if name.split("#")[0].isidentifier()}
-            importers = set(self.importers().get(module, ()))
-            for package in _packages(module):  # `from pkg import hvp` re-exported by pkg/__init__.py
-                importers |= self.importers().get(package, set())
+            names = {called for name in names if (called := _called_as(name))}
+            # through any number of modules: `Net().export(x)` with `export` in a base class of `Net`
+            importers = self._leading_to({module, *_packages(module)}) - {module}
             for importer in sorted(importers):
                 file = self.by_module[importer]
                 if not file.summarised and file.index is not None and (file.index.backward or not backward) \
@@ -396,6 +406,15 @@ def _index_from(entry: dict) -> torch_names.TextIndex | None:
         return torch_names.TextIndex.from_json(entry["index"])
     except (KeyError, TypeError, ValueError):
         return None
+
+
+def _called_as(function: str) -> str:
+    """The name a caller spells to call a function: `loss`; `export` for a method `Base.export`,
+    `Trainer` for `Trainer.__init__`; "" for a nested function or a lambda."""
+    parts = function.split("#")[0].split(".")
+    if "<locals>" in parts or not all(part.isidentifier() for part in parts):
+        return ""
+    return parts[-2] if parts[-1] == "__init__" and len(parts) > 1 else parts[-1]
 
 
 def _packages(module: str) -> list[str]:
