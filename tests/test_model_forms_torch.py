@@ -5,6 +5,7 @@ reverse mode), and the look-alikes it leaves silent do not."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -127,3 +128,17 @@ def test_inheritance_look_alikes_agree(project):
     """`Overrides.forward` never runs the region of `Plain.forward`: traced and eager agree."""
     overrides = project("pkg.nets").Overrides()
     assert traced_minus_eager(overrides, fx(overrides)) == 0
+
+
+def test_regions_spelled_through_a_variable_and_type_checking_names():
+    """fixtures/checker/ng004_region_objects.py: the regions held in a variable or on `self` change
+    forward-mode results; the look-alikes (another context manager, a name bound to torch's
+    `no_grad` only for type checkers) do not."""
+    path = Path(__file__).parent / "fixtures" / "checker" / "ng004_region_objects.py"
+    spec = importlib.util.spec_from_file_location("ng004_region_objects", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert forward_minus_reverse(module.held_in_a_variable) > 0.1
+    assert forward_minus_reverse(module.Held()) > 0.1
+    assert forward_minus_reverse(module.not_a_region) == 0
+    assert forward_minus_reverse(module.named_at_type_checking_only) == 0

@@ -107,8 +107,21 @@ class _Binder:
             bind = _BIND.get(kind)
             if bind is not None:
                 bind(self, statement)
+            if kind is ast.If and _type_checking(statement.test):
+                self.typing_only(statement.body)
+                self.statements(statement.orelse)
+                continue
             for field_name in _BODIES_OF.get(kind, ()):
                 self.statements(getattr(statement, field_name))
+
+    def typing_only(self, statements: list) -> None:
+        """`if TYPE_CHECKING:` runs only for type checkers: its imports bind a name to nothing
+        the code can run (a later binding, or none, is what runs)."""
+        for statement in statements:
+            if isinstance(statement, (ast.Import, ast.ImportFrom)):
+                for alias in statement.names:
+                    if alias.name != "*":
+                        self.bind(alias.asname or alias.name.partition(".")[0], statement)
 
     def import_(self, node: ast.Import) -> None:
         for alias in node.names:
@@ -269,6 +282,12 @@ class Scopes:
         """The binding `name` refers to, when there is exactly one it may refer to."""
         bindings = self.lookup(scope, name.id, (name.lineno, name.col_offset))
         return bindings[0] if len(bindings) == 1 else None
+
+
+def _type_checking(test: ast.expr) -> bool:
+    """`TYPE_CHECKING` or `typing.TYPE_CHECKING`."""
+    return isinstance(test, ast.Name) and test.id == "TYPE_CHECKING" or \
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
 
 
 def _enclosing_bindings(scope: Scope | None, name: str) -> list[Binding]:

@@ -60,9 +60,18 @@ class ModuleEntry:
 
 
 def module_name(path: Path, roots: Sequence[Path]) -> tuple[str, bool]:
-    """The dotted name a file is imported under from the first import root that holds it, and
-    whether it is a package (`__init__.py`); `<path>` when no root holds it."""
-    for root in roots:
+    """The dotted name a file is imported under from the nearest import root that holds it (with
+    roots `.` and `src`, `src/pkg/model.py` is `pkg.model`, as Python imports it), and whether it
+    is a package (`__init__.py`); `<path>` when no root holds it."""
+    name, package, _ = module_name_and_root(path, roots)
+    return name, package
+
+
+def module_name_and_root(path: Path, roots: Sequence[Path]) -> tuple[str, bool, int]:
+    """`module_name`, and the index of the root it is named from (len(roots) when none): when two
+    files have one name, the first root in order wins, as on `sys.path`."""
+    found: tuple[str, bool, int] = (f"<{path}>", False, len(roots))
+    for index, root in enumerate(roots):
         try:
             parts = list(PurePath(path).relative_to(root).with_suffix("").parts)
         except ValueError:
@@ -70,9 +79,10 @@ def module_name(path: Path, roots: Sequence[Path]) -> tuple[str, bool]:
         package = parts[-1:] == ["__init__"]
         if package:
             parts = parts[:-1]
-        if parts and all(part.isidentifier() for part in parts) and path.suffix == ".py":
-            return ".".join(parts), package
-    return f"<{path}>", False
+        if parts and all(part.isidentifier() for part in parts) and path.suffix == ".py" and \
+                (found[2] == len(roots) or len(parts) < found[0].count(".") + 1):
+            found = (".".join(parts), package, index)
+    return found
 
 
 class Project:
@@ -701,4 +711,5 @@ def _callee_text(text: str) -> str:
     return text.partition("(")[0] + "(...)"
 
 
-__all__ = ["FORWARD", "REVERSE", "DROPS", "MODULE_BODY", "ModuleEntry", "Project", "Reacher", "module_name"]
+__all__ = ["FORWARD", "REVERSE", "DROPS", "MODULE_BODY", "ModuleEntry", "Project", "Reacher", "module_name",
+           "module_name_and_root"]

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Optional
 
 from lint_nograd.analysis import torch_names
-from lint_nograd.project.linking import ModuleEntry, Project, module_name
+from lint_nograd.project.linking import ModuleEntry, Project, module_name_and_root
 from lint_nograd.project.summary import ModuleSummary
 from lint_nograd.report.diagnostics import Diagnostic
 from lint_nograd.run import engine
@@ -72,6 +72,7 @@ class ProjectFile:
     index: Optional[torch_names.TextIndex] = None
     facts: Optional[engine.FileFacts] = None
     summarised: bool = False  # its facts were asked for (they are None when it cannot be read)
+    root: int = 0  # the index of the import root it is named from
 
     @property
     def task(self) -> tuple:
@@ -89,7 +90,7 @@ class Run:
         for job in jobs:
             self._add(job.path, job.display_path, roots).job = job
         self.by_module: dict[str, ProjectFile] = {}
-        for file in self.files.values():
+        for file in sorted(self.files.values(), key=lambda file: file.root):  # the first root wins
             self.by_module.setdefault(file.module, file)
         self._importers: dict[str, set[str]] | None = None
         self.findings: dict[Path, list[Diagnostic]] = {}  # of each file given, once finished
@@ -98,8 +99,8 @@ class Run:
 
     def _add(self, path: Path, shown: str, roots: Sequence[Path]) -> ProjectFile:
         if path not in self.files:
-            name, package = module_name(path, roots)
-            self.files[path] = ProjectFile(path, shown, name, package)
+            name, package, root = module_name_and_root(path, roots)
+            self.files[path] = ProjectFile(path, shown, name, package, root=root)
         return self.files[path]
 
     def linked(self) -> Project:
@@ -324,7 +325,7 @@ class Run:
         for (module, backward), names in sorted(wanted.items()):
             names = {called for name in names if (called := _called_as(name))}
             # through any number of modules: `Net().export(x)` with `export` in a base class of `Net`
-            importers = self._leading_to({module, *_packages(module)}) - {module}
+            importers = {m for m in self._leading_to({module, *_packages(module)}) if m in self.by_module} - {module}
             for importer in sorted(importers):
                 file = self.by_module[importer]
                 if not file.summarised and file.index is not None and (file.index.backward or not backward) \
