@@ -142,3 +142,22 @@ def test_regions_spelled_through_a_variable_and_type_checking_names():
     assert forward_minus_reverse(module.Held()) > 0.1
     assert forward_minus_reverse(module.not_a_region) == 0
     assert forward_minus_reverse(module.named_at_type_checking_only) == 0
+
+
+@pytest.mark.parametrize("project", ["stored_functions"], indirect=True)
+def test_functions_stored_on_a_module_a_config_or_as_a_default(project):
+    nets, parts = project("pkg.nets"), project("pkg.parts")
+    for module in (nets.Block(residual=parts.smooth), nets.Configured(nets.Config(act=parts.sharpen)),
+                   nets.Defaulted()):
+        assert forward_minus_reverse(module) > 0.1, type(module).__name__
+    assert forward_minus_reverse(nets.Configured(nets.Config())) == 0  # the field's default holds no region
+
+
+def test_a_property_read_by_a_traced_forward():
+    """fixtures/checker/ng005_properties.py: the property `forward` reads is traced without its region."""
+    path = Path(__file__).parent / "fixtures" / "checker" / "ng005_properties.py"
+    spec = importlib.util.spec_from_file_location("ng005_properties", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    centred = module.Centred()
+    assert traced_minus_eager(centred, jit(centred)) > 0.1

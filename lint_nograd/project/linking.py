@@ -106,7 +106,10 @@ class Project:
         self._resolved: dict[tuple[str, Ref], tuple[Value, ...]] = {}
         self._runs: dict[Value, tuple[Value, ...]] = {}
         self._parameters: dict[tuple[str, str, str], tuple[bool, dict[str, Reacher]]] = {}
-        self._uses: dict[str, dict[tuple, list]] = {}  # module -> parameter -> how its functions use it
+        self._uses: dict[str, dict[tuple, list]] = {}
+        self._passed: dict[tuple[str, str, str], tuple[Value, ...]] = {}  # what calls pass to a parameter
+        self._indexed: set[str] = set()  # the modules whose call sites are in `_by_last_name`
+        self._by_last_name: dict[str, list] = defaultdict(list)  # module -> parameter -> how its functions use it
         self._origins: dict = {}  # import, or (importer, import) when relative -> module
         self.reached: dict[FunctionKey, dict[str, Reacher]] = defaultdict(dict)
         self._queue: deque = deque()
@@ -233,6 +236,14 @@ class Project:
             for value in self.resolve(module, ref[1], depth + 1):
                 if value[0] == "C":
                     yield ("S", value[1], value[2])
+        elif kind == "read":  # `self.features` runs its getter when it is a property
+            for value in self.resolve(module, ref[1], depth + 1):
+                if value[0] == "F" and value[3] and value[2] in self._properties(value[1]):
+                    yield value
+
+    def _properties(self, module: str) -> frozenset[str]:
+        summary = self.summary(module)
+        return frozenset(summary.properties) if summary else frozenset()
 
     def attribute(self, value: Value, name: str, depth: int = 0) -> tuple[Value, ...]:
         kind = value[0]
@@ -266,12 +277,54 @@ class Project:
         if name in info.methods:
             return (("F", module, info.methods[name], bound),)
         if name in info.attributes:
-            return tuple(v for ref in info.attributes[name] for v in self.resolve(module, ref))
+            return tuple(v for ref in info.attributes[name] for v in self._stored(module, cls, ref))
         for base in self._bases(module, cls):
             found = self._member(base[1], base[2], name, bound, seen) if base[0] == "C" else ()
             if found:
                 return found
         return ()
+
+    def _stored(self, module: str, cls: str, ref: Ref) -> Iterator[Value]:
+        """What an attribute holds: `self.residual = residual` in `__init__(self, residual)` holds
+        what every construction of the class passes (`Block(residual=smooth)`), across modules; a
+        class-level field (`act: Callable = smooth` of a dataclass), what is passed by its name too."""
+        yield from self.resolve(module, ref)
+        if ref[0] == "param":
+            yield from self.passed(module, ref[1], ref[2])
+
+    def passed(self, module: str, function: str, parameter: str) -> tuple[Value, ...]:
+        """What the calls of the loaded modules pass to a parameter (found once: linking asks
+        after the modules that call `function` by name are summarised; see `callers_wanted`)."""
+        key = (module, function, parameter)
+        if key in self._passed:
+            return self._passed[key]
+        self._passed[key] = ()
+        owner = function.rpartition(".")[0]
+        found: list[Value] = []
+        for caller, site in self._sites_named(called_as(function)):
+            for callee, bound, refs in self._helpers(caller, site):
+                if callee[1] == module and callee[2] == function and bound == parameter:
+                    found += self._values(caller, refs)
+            if function.endswith(".__init__") and parameter in site.keywords and any(
+                    v[0] == "C" and v[1] == module and v[2] == owner for v in self._values(caller, site.callees)):
+                found += self._values(caller, site.keywords[parameter])  # a dataclass's field, by name
+        self._passed[key] = tuple(dict.fromkeys(found))
+        return self._passed[key]
+
+    def _sites_named(self, name: str) -> list[tuple[str, object]]:
+        """The call sites of the loaded modules whose callee ends with `name` (indexed once a module)."""
+        for module in self.loaded():
+            if module not in self._indexed:
+                self._indexed.add(module)
+                for function in self.summary(module).functions.values():
+                    for site in function.call_sites:
+                        for last in {_last_name(ref) for ref in site.callees}:
+                            self._by_last_name[last].append((module, site))
+        return self._by_last_name.get(name, []) if name else []
+
+    def callers_wanted(self) -> list[tuple[str, str]]:
+        """The functions whose callers' arguments were asked for: (module, function)."""
+        return [(module, function) for module, function, _ in self._passed]
 
     def _bases(self, module: str, cls: str) -> list[Value]:
         summary = self.summary(module)
@@ -620,7 +673,7 @@ class Project:
         return text
 
 
-_WRAPPING = ("attr", "inst", "call", "wrap", "box", "item", "super")  # the kinds of ref whose value comes from an inner ref
+_WRAPPING = ("attr", "inst", "call", "wrap", "box", "item", "super", "read")  # the kinds of ref whose value comes from an inner ref
 _PASSED = ("param", "wrap")  # the kinds of ref that may stand for a parameter
 _UNSEEN = object()  # not looked up yet (None is an answer)
 _MAX_CLOSURE = 64  # the refs a closure walk looks at, at most
@@ -668,6 +721,24 @@ def _closure_parameters(summary: ModuleSummary, module: str, owner: str,
     return found
 
 
+def called_as(function: str) -> str:
+    """The name a caller spells to call a function: `loss`; `export` for a method `Base.export`,
+    `Trainer` for `Trainer.__init__`; "" for a nested function or a lambda."""
+    parts = function.split("#")[0].split(".")
+    if "<locals>" in parts or not all(part.isidentifier() for part in parts):
+        return ""
+    return parts[-2] if parts[-1] == "__init__" and len(parts) > 1 else parts[-1]
+
+
+def _last_name(ref: Ref) -> str:
+    """The name a callee ref ends with: `Net` for `pkg.nets.Net`, `export` for `net.export`."""
+    if ref[0] == "imp":
+        return ref[1].rpartition(".")[2]
+    if ref[0] in ("fn", "cls"):
+        return ref[1].rpartition(".")[2]
+    return ref[2] if ref[0] == "attr" else ""
+
+
 def _self_parameter(summary: ModuleSummary, module: str, function: str):
     """(class, the `self` parameter) when `function`, or the method it is defined in, is a method."""
     while function:
@@ -711,5 +782,5 @@ def _callee_text(text: str) -> str:
     return text.partition("(")[0] + "(...)"
 
 
-__all__ = ["FORWARD", "REVERSE", "DROPS", "MODULE_BODY", "ModuleEntry", "Project", "Reacher", "module_name",
+__all__ = ["FORWARD", "REVERSE", "DROPS", "MODULE_BODY", "ModuleEntry", "Project", "Reacher", "called_as", "module_name",
            "module_name_and_root"]

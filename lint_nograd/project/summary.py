@@ -120,6 +120,7 @@ class ModuleSummary:
     names: dict[str, tuple[Ref, ...]]  # what each module-level name is bound to
     regions: list[Region]
     backwards: list[BackwardSite]
+    properties: list[str] = field(default_factory=list)  # the functions read as attributes: `@property`
 
     def to_json(self) -> dict:
         """Plain data (dataclasses.asdict is far slower: it deep-copies every ref)."""
@@ -147,6 +148,7 @@ class ModuleSummary:
                          "dual_level": span(r.dual_level), "cut": r.cut} for r in self.regions],
             "backwards": [{"callees": b.callees, "callee_text": b.callee_text, "name": b.name,
                            "assigned_row": b.assigned_row, "span": span(b.span)} for b in self.backwards],
+            "properties": self.properties,
         }
 
     @classmethod
@@ -175,7 +177,8 @@ class ModuleSummary:
                           r["cut"]) for r in data["regions"]]
         backwards = [BackwardSite(_refs(b["callees"]), b["callee_text"], b["name"], b["assigned_row"],
                                   span(b["span"])) for b in data["backwards"]]
-        return cls(functions, classes, {k: _refs(v) for k, v in data["names"].items()}, regions, backwards)
+        return cls(functions, classes, {k: _refs(v) for k, v in data["names"].items()}, regions, backwards,
+                   list(data["properties"]))
 
 
 def display_name(name: str) -> str:
@@ -247,6 +250,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         self.dual_level: list[Span] = []  # enclosing `with dual_level():` blocks that make duals
         self.region_dual_level: dict[int, Span] = {}
         self._of_binding: dict[Binding, tuple[Ref, ...]] = {}  # the refs of each binding, once
+        self.properties: list[str] = []
         self._added: dict[Binding, list[Ref]] = {}  # what `append`, `extend`, ... put in a container name
 
     def run(self) -> ModuleSummary:
@@ -257,7 +261,8 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         module = self.scopes.module
         names = {name: refs for name, bindings in module.bindings.items()
                  if (refs := self._binding_refs(bindings, 0))}
-        return ModuleSummary(self.functions, self.classes, names, self._regions(), self._backwards())
+        return ModuleSummary(self.functions, self.classes, names, self._regions(), self._backwards(),
+                             self.properties)
 
     # -- what an expression refers to -------------------------------------------------------------
 
@@ -332,13 +337,24 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         if binding.imported:
             return (("imp", binding.imported),)
         if isinstance(node, ast.arg):
-            return tuple(self._parameter_refs(binding))
+            return tuple(self._parameter_refs(binding)) + self._default_refs(binding, depth)
         added = tuple(self._added.get(binding, ()))  # `layers.append(Block())` after `layers = []`
         if binding.iterated is not None:  # `for block in self.blocks`
             return tuple([("item", ref) for ref in self.refs(binding.iterated, binding.scope, depth + 1)])
         if binding.value is not None:
             return self.refs(binding.value, binding.scope, depth + 1) + added
         return added
+
+    def _default_refs(self, binding: Binding, depth: int) -> tuple[Ref, ...]:
+        """A parameter may be its default value: `act` in `def forward(self, x, act=smooth)`."""
+        args = binding.scope.node.args
+        positional = [*args.posonlyargs, *args.args]
+        pairs = [*zip(positional[len(positional) - len(args.defaults):], args.defaults),
+                 *zip(args.kwonlyargs, args.kw_defaults)]
+        default = next((value for arg, value in pairs if arg is binding.node), None)
+        if default is None or type(default) not in _MAY_REFER:
+            return ()
+        return self.refs(default, binding.scope.parent, depth + 1)
 
     def _parameter_refs(self, binding: Binding) -> list[Ref]:
         function = binding.scope.node
@@ -496,6 +512,8 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         self._visit_all((*node.decorator_list, *node.args.defaults, *node.args.kw_defaults))
         target = ("fn", self.model.name_of(node))
+        if any(_is_property(decorator) for decorator in node.decorator_list):
+            self.properties.append(target[1])
         for decorator in node.decorator_list:  # `@jacfwd`, `@partial(jacfwd, argnums=1)`
             self._decorator_source(decorator, target)
         self._enter_function(node, node.body)
@@ -525,13 +543,26 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         self.classes[name] = Class(tuple(self.refs(base) for base in node.bases), methods, {})
         outer = (self.scope, self.method_class)
         self.scope, self.method_class = self.scopes.enter(node, self.scope), None
+        fields = _is_dataclass(node)
         for statement in node.body:
             if isinstance(statement, ast.Assign):
                 for target in statement.targets:
                     if isinstance(target, ast.Name):
                         self._attribute(name, target.id, statement.value)
+            elif isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
+                self._field(name, statement, fields)
             self.visit(statement)
         self.scope, self.method_class = outer
+
+    def _field(self, cls: str, statement: ast.AnnAssign, dataclass: bool) -> None:
+        """`act: Callable = smooth` in a class body; in a dataclass, also what its constructor is
+        given for it (a parameter of the `__init__` it makes)."""
+        if statement.value is not None:
+            self._attribute(cls, statement.target.id, statement.value)
+        if dataclass:
+            known = self.classes[cls].attributes.get(statement.target.id, ())
+            self.classes[cls].attributes[statement.target.id] = known + (
+                ("param", f"{cls}.__init__", statement.target.id),)
 
     def _attribute(self, cls: str, attribute: str, value: ast.expr) -> None:
         refs = self.refs(value)
@@ -589,6 +620,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         """`a.b.c`: only what the chain starts from can hold something the walk needs."""
+        self._reads(node)
         value = node.value
         while type(value) is ast.Attribute:
             value = value.value
@@ -596,11 +628,29 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         if visit is not None:
             visit(self, value)
 
+    def _reads(self, node: ast.expr) -> None:
+        """`self.features` read in a method: a property of the class runs when read."""
+        chain = []
+        while type(node) is ast.Attribute:
+            chain.append(node)
+            node = node.value
+        if not chain or type(node) is not ast.Name or node.id != "self" or self.method_class is None:
+            return
+        calls = self._calls[self.function]
+        for attribute in chain:
+            if type(attribute.ctx) is ast.Load:
+                for ref in self.refs(attribute):
+                    calls[("read", ref)] = None
+
     def _visit_arguments(self, node: ast.Call) -> None:
         """generic_visit of a call, in the same order, with less overhead (this sees every call):
         the callee and the arguments, an attribute chain as visit_Attribute does."""
         visitors = self._visitors
+        if type(node.func) is ast.Attribute:
+            self._reads(node.func.value)
         for child in (node.func, *node.args):
+            if type(child) is ast.Attribute and child is not node.func:
+                self._reads(child)
             while type(child) is ast.Attribute:
                 child = child.value
             visit = visitors.get(type(child))
@@ -739,6 +789,22 @@ def _may_run_a_function(ref: Ref) -> bool:
     while ref[0] in ("attr", "call", "inst", "box", "item", "super"):
         ref = ref[1]
     return ref[0] != "param"
+
+
+def _is_dataclass(node: ast.ClassDef) -> bool:
+    """`@dataclass`, `@dataclasses.dataclass(frozen=True)`, ..."""
+    for decorator in node.decorator_list:
+        decorator = decorator.func if isinstance(decorator, ast.Call) else decorator
+        name = decorator.attr if isinstance(decorator, ast.Attribute) else getattr(decorator, "id", "")
+        if name == "dataclass":
+            return True
+    return False
+
+
+def _is_property(decorator: ast.expr) -> bool:
+    """`@property`, `@functools.cached_property`, `@cached_property`."""
+    name = decorator.attr if isinstance(decorator, ast.Attribute) else getattr(decorator, "id", "")
+    return name in ("property", "cached_property")
 
 
 def _may_be_the_projects(ref: Ref) -> bool:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Optional
 
 from lint_nograd.analysis import torch_names
-from lint_nograd.project.linking import ModuleEntry, Project, module_name_and_root
+from lint_nograd.project.linking import ModuleEntry, Project, called_as, module_name_and_root
 from lint_nograd.project.summary import ModuleSummary
 from lint_nograd.report.diagnostics import Diagnostic
 from lint_nograd.run import engine
@@ -317,13 +317,15 @@ class Run:
                 wanted.setdefault((module, False), set()).add(function)
         for module, function, _ in project.transformed_parameters():  # whatever a call passes them is reached
             wanted.setdefault((module, False), set()).add(function)
+        for module, function in project.callers_wanted():  # what they pass is stored and run
+            wanted.setdefault((module, False), set()).add(function)
         for module in project.loaded():
             for name, function in project.summary(module).functions.items():
                 if function.returns_region:
                     wanted.setdefault((module, True), set()).add(name)
         found = []
         for (module, backward), names in sorted(wanted.items()):
-            names = {called for name in names if (called := _called_as(name))}
+            names = {called for name in names if (called := called_as(name))}
             # through any number of modules: `Net().export(x)` with `export` in a base class of `Net`
             importers = {m for m in self._leading_to({module, *_packages(module)}) if m in self.by_module} - {module}
             for importer in sorted(importers):
@@ -407,15 +409,6 @@ def _index_from(entry: dict) -> torch_names.TextIndex | None:
         return torch_names.TextIndex.from_json(entry["index"])
     except (KeyError, TypeError, ValueError):
         return None
-
-
-def _called_as(function: str) -> str:
-    """The name a caller spells to call a function: `loss`; `export` for a method `Base.export`,
-    `Trainer` for `Trainer.__init__`; "" for a nested function or a lambda."""
-    parts = function.split("#")[0].split(".")
-    if "<locals>" in parts or not all(part.isidentifier() for part in parts):
-        return ""
-    return parts[-2] if parts[-1] == "__init__" and len(parts) > 1 else parts[-1]
 
 
 def _packages(module: str) -> list[str]:
