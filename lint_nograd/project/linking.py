@@ -22,6 +22,7 @@ from lint_nograd.analysis.entry_points import DROPS, FORWARD, REVERSE
 from lint_nograd.project.summary import (
     MODULE_BODY,
     BackwardSite,
+    Source,
     Function,
     ModuleSummary,
     Ref,
@@ -622,21 +623,47 @@ class Project:
             found[FORWARD] = Reacher(FORWARD, "dual_level", module, region.dual_level, "dual_level()")
         return found
 
-    def reported_in(self, given: frozenset[str]) -> dict[str, list[tuple[str, Region]]]:
-        """By module: the reached regions of modules not `given` whose reaching call (or the call of
-        the helper that passed the function on) is in it, so that a commit that starts
-        differentiating old code is told where it does."""
+    def reported_in(self, given: frozenset[str]) -> dict[str, list[tuple[str, Region, dict[str, Reacher]]]]:
+        """By module: the reached regions of modules not `given` that a call in it reaches, with what
+        that call reaches them with, so that a commit that starts differentiating old code is told
+        where it does. Every reaching call of a given module is told, also when another call (of
+        this module or of one not given) reaches the same region: each is followed by itself."""
         if self._reported_in is None or self._reported_in[0] != given:
-            found: dict[str, list[tuple[str, Region]]] = defaultdict(list)
-            for module in self.loaded():
-                if module in given:
-                    continue
-                for region in self.summary(module).regions:
-                    reporting = {(r.via or (r.module,))[0] for r in self.reach_of(module, region).values()}
-                    for reporter in reporting & given:
-                        found[reporter].append((module, region))
+            found: dict[str, list] = defaultdict(list)
+            calls = [(module, call) for module in sorted(given) if (summary := self.summary(module)) is not None
+                     for function in summary.functions.values()
+                     for call in (*function.sources, *[site for site in function.call_sites
+                                                       if self._may_transform(module, site)
+                                                       and self._passes_a_lead(module, site)])]
+            groups = [calls] if len(calls) > _MAX_CALLS_FOLLOWED_ALONE else [[call] for call in calls]
+            whole = (self.reached, self._queue)
+            try:
+                for group in groups:
+                    self.reached, self._queue = defaultdict(dict), deque()
+                    for module, call in group:
+                        if isinstance(call, Source):
+                            self._seed(module, call)
+                        else:
+                            self._seed_helper_call(module, call)
+                    self._propagate()
+                    self._report_reached(given, found)
+            finally:
+                self.reached, self._queue = whole
             self._reported_in = (given, dict(found))
         return self._reported_in[1]
+
+    def _report_reached(self, given: frozenset[str], found: dict[str, list]) -> None:
+        """Add to `found` the regions of modules not given in what `self.reached` holds, by the module
+        of the call reaching them (or of the call of the helper that passed the function on)."""
+        for (module, function), modes in self.reached.items():
+            if module in given:
+                continue
+            for region in self.summary(module).regions:
+                if region.function == function:
+                    reach = dict(modes)
+                    for reporter in {(r.via or (r.module,))[0] for r in reach.values()} & given:
+                        if (module, region, reach) not in found[reporter]:
+                            found[reporter].append((module, region, reach))
 
     def graphless_callee(self, module: str, site: BackwardSite) -> Optional[tuple[str, Function]]:
         """The function, returning values it computes in a region, that a backward site's value comes from."""
@@ -677,6 +704,7 @@ _WRAPPING = ("attr", "inst", "call", "wrap", "box", "item", "super", "read")  # 
 _PASSED = ("param", "wrap")  # the kinds of ref that may stand for a parameter
 _UNSEEN = object()  # not looked up yet (None is an answer)
 _MAX_CLOSURE = 64  # the refs a closure walk looks at, at most
+_MAX_CALLS_FOLLOWED_ALONE = 256  # more reaching calls in the files given are followed together
 
 
 def _arguments(site) -> Iterable[tuple[Ref, ...]]:

@@ -211,8 +211,8 @@ def linked(project: Project, module: str, given: frozenset[str], codes: frozense
             related = _reacher_related(project, finding, module)
             found.append((index, _at(region.span, finding.code, message_at_region(finding, region), display_path,
                                      finding.severity, finding.help, related)))
-    for region_module, region in project.reported_in(given).get(module, []):
-        finding = first_selected(region, project.reach_of(region_module, region), codes, release)
+    for region_module, region, reach in project.reported_in(given).get(module, []):
+        finding = first_selected(region, reach, codes, release)
         if finding is None:
             continue
         reacher = finding.reacher
