@@ -206,6 +206,7 @@ _CHILDREN = {kind: tuple(name for name in kind._fields if name not in _NOT_NODES
 # Calls whose result is an existing object, not one computed by an operation.
 _NOT_OPERATIONS = frozenset({"getattr", "next", "iter", "get", "pop", "setdefault", "popitem"})
 _SCOPE_NODES = (*FUNCTION_NODES, ast.ClassDef, *COMPREHENSION_NODES)
+_ALIASED = (ast.Name, ast.Attribute)  # `ng = torch.no_grad`, `self.frozen = torch.no_grad()`
 
 
 class SemanticModel:
@@ -315,7 +316,7 @@ class SemanticModel:
                 if kind is ast.Expr:
                     if type(node.value) is ast.Call:
                         self._candidates.append((node.value, scope, node, function, frame_node))
-                elif kind is ast.Assign and len(node.targets) == 1 and type(node.targets[0]) in (ast.Name, ast.Attribute):
+                elif kind is ast.Assign and len(node.targets) == 1 and type(node.targets[0]) in _ALIASED:
                     value = node.value.func if type(node.value) is ast.Call else node.value  # `frozen = no_grad()`
                     target = node.targets[0]
                     self._aliases.append((target.id if type(target) is ast.Name else target.attr, _last_name(value)))

@@ -22,11 +22,11 @@ from lint_nograd.analysis.entry_points import DROPS, FORWARD, REVERSE
 from lint_nograd.project.summary import (
     MODULE_BODY,
     BackwardSite,
-    Source,
     Function,
     ModuleSummary,
     Ref,
     Region,
+    Source,
     Span,
     display_name,
 )
@@ -107,10 +107,10 @@ class Project:
         self._resolved: dict[tuple[str, Ref], tuple[Value, ...]] = {}
         self._runs: dict[Value, tuple[Value, ...]] = {}
         self._parameters: dict[tuple[str, str, str], tuple[bool, dict[str, Reacher]]] = {}
-        self._uses: dict[str, dict[tuple, list]] = {}
+        self._uses: dict[str, dict[tuple, list]] = {}  # module -> parameter -> how its functions use it
         self._passed: dict[tuple[str, str, str], tuple[Value, ...]] = {}  # what calls pass to a parameter
         self._indexed: set[str] = set()  # the modules whose call sites are in `_by_last_name`
-        self._by_last_name: dict[str, list] = defaultdict(list)  # module -> parameter -> how its functions use it
+        self._by_last_name: dict[str, list] = defaultdict(list)  # a callee's last name -> (module, call site)
         self._origins: dict = {}  # import, or (importer, import) when relative -> module
         self.reached: dict[FunctionKey, dict[str, Reacher]] = defaultdict(dict)
         self._queue: deque = deque()
@@ -278,17 +278,17 @@ class Project:
         if name in info.methods:
             return (("F", module, info.methods[name], bound),)
         if name in info.attributes:
-            return tuple(v for ref in info.attributes[name] for v in self._stored(module, cls, ref))
+            return tuple(v for ref in info.attributes[name] for v in self._stored(module, ref))
         for base in self._bases(module, cls):
             found = self._member(base[1], base[2], name, bound, seen) if base[0] == "C" else ()
             if found:
                 return found
         return ()
 
-    def _stored(self, module: str, cls: str, ref: Ref) -> Iterator[Value]:
+    def _stored(self, module: str, ref: Ref) -> Iterator[Value]:
         """What an attribute holds: `self.residual = residual` in `__init__(self, residual)` holds
         what every construction of the class passes (`Block(residual=smooth)`), across modules; a
-        class-level field (`act: Callable = smooth` of a dataclass), what is passed by its name too."""
+        field of a dataclass (`act: Callable = smooth`), what its constructions pass by its name too."""
         yield from self.resolve(module, ref)
         if ref[0] == "param":
             yield from self.passed(module, ref[1], ref[2])
@@ -630,6 +630,9 @@ class Project:
         this module or of one not given) reaches the same region: each is followed by itself."""
         if self._reported_in is None or self._reported_in[0] != given:
             found: dict[str, list] = defaultdict(list)
+            if not any(module not in given and self.summary(module).regions for module in self.loaded()):
+                self._reported_in = (given, {})  # every region is in a file given (`check .`): reported there
+                return {}
             calls = [(module, call) for module in sorted(given) if (summary := self.summary(module)) is not None
                      for function in summary.functions.values()
                      for call in (*function.sources, *[site for site in function.call_sites
@@ -700,7 +703,8 @@ class Project:
         return text
 
 
-_WRAPPING = ("attr", "inst", "call", "wrap", "box", "item", "super", "read")  # the kinds of ref whose value comes from an inner ref
+# the kinds of ref whose value comes from an inner ref
+_WRAPPING = ("attr", "inst", "call", "wrap", "box", "item", "super", "read")
 _PASSED = ("param", "wrap")  # the kinds of ref that may stand for a parameter
 _UNSEEN = object()  # not looked up yet (None is an answer)
 _MAX_CLOSURE = 64  # the refs a closure walk looks at, at most
@@ -760,9 +764,7 @@ def called_as(function: str) -> str:
 
 def _last_name(ref: Ref) -> str:
     """The name a callee ref ends with: `Net` for `pkg.nets.Net`, `export` for `net.export`."""
-    if ref[0] == "imp":
-        return ref[1].rpartition(".")[2]
-    if ref[0] in ("fn", "cls"):
+    if ref[0] in ("imp", "fn", "cls"):
         return ref[1].rpartition(".")[2]
     return ref[2] if ref[0] == "attr" else ""
 
@@ -810,5 +812,5 @@ def _callee_text(text: str) -> str:
     return text.partition("(")[0] + "(...)"
 
 
-__all__ = ["FORWARD", "REVERSE", "DROPS", "MODULE_BODY", "ModuleEntry", "Project", "Reacher", "called_as", "module_name",
-           "module_name_and_root"]
+__all__ = ["FORWARD", "REVERSE", "DROPS", "MODULE_BODY", "ModuleEntry", "Project", "Reacher", "called_as",
+           "module_name", "module_name_and_root"]
