@@ -198,7 +198,8 @@ def shared_options() -> argparse.ArgumentParser:
 def plan_jobs(options: argparse.Namespace, cwd: Path | None = None) -> Plan:
     """Turn the shared options and the configuration into one job per file to check."""
     cwd = cwd or Path.cwd()
-    config = load_config(options.config, cwd, options.isolated)
+    config = load_config(options.config, cwd, options.isolated,
+                         [] if options.stdin_filename else options.paths or ["."])
     command_line = RuleSelection(
         select=None if options.select is None else expand_selectors(options.select, "--select"),
         extend_select=expand_selectors(options.extend_select, "--extend-select"),

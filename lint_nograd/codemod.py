@@ -10,10 +10,12 @@ configured formatter (`black` by default) and fails when it is not installed.
 
 Each file is fixed as `lint-nograd fix` would fix it: with the `[tool.lint-nograd]` settings of
 the nearest pyproject.toml above it (`select`, `ignore`, `per-file-ignores`, `stop-gradient`,
-`unsafe-fixes`).
+`unsafe-fixes`), and a region is rewritten when a transform or tracer anywhere in its project
+reaches it (`jacfwd(loss)` in another module).
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import libcst as cst
@@ -21,7 +23,19 @@ from libcst.codemod import CodemodCommand, SkipFile
 
 from lint_nograd.fix.rewrite import FIXABLE_CODES, fix_text
 from lint_nograd.fix.settings import FixSettings
-from lint_nograd.run.config import DEFAULT_STOP_GRADIENT, ConfigError, load_config, select_rules
+from lint_nograd.run import runner
+from lint_nograd.run.cache import Cache
+from lint_nograd.run.config import (
+    DEFAULT_STOP_GRADIENT,
+    Config,
+    ConfigError,
+    load_config,
+    project_root,
+    select_rules,
+)
+from lint_nograd.run.engine import Reach
+from lint_nograd.run.files import DEFAULT_EXCLUDE, compile_patterns, discover
+from lint_nograd.run.jobs import Job
 
 
 class StopGradientCommand(CodemodCommand):
@@ -41,5 +55,19 @@ class StopGradientCommand(CodemodCommand):
             codes -= config.ignored_codes(path)
         settings = FixSettings(config.stop_gradient or DEFAULT_STOP_GRADIENT, bool(config.unsafe_fixes))
         code = tree.code
-        new_code = fix_text(code, codes, settings) if codes else code
+        reach = _project_reach(path, code, codes, config) if codes and path is not None else None
+        new_code = fix_text(code, codes, settings, reach) if codes else code
         return tree if new_code == code else cst.parse_module(new_code)
+
+
+def _project_reach(path: Path, code: str, codes: frozenset[str], config: Config) -> Reach | None:
+    """What reaches the functions of the file in its whole project (None when it cannot be told)."""
+    root = project_root(config, [str(path)], path.parent, isolated=False)
+    patterns = compile_patterns([*(config.exclude if config.exclude is not None else DEFAULT_EXCLUDE),
+                                 *config.extend_exclude])
+    files = discover([str(root)], root=config.root, exclude=patterns, respect_gitignore=config.respect_gitignore,
+                     cwd=root).files
+    roots = [Path(os.path.normpath(root / src)) for src in config.src]
+    job = Job(path, str(path), codes, code.encode("utf-8"))
+    found, errors = runner.reach([job], files, roots, 1, Cache(None))
+    return found.get(path)

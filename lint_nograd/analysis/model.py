@@ -206,6 +206,7 @@ _CHILDREN = {kind: tuple(name for name in kind._fields if name not in _NOT_NODES
 # Calls whose result is an existing object, not one computed by an operation.
 _NOT_OPERATIONS = frozenset({"getattr", "next", "iter", "get", "pop", "setdefault", "popitem"})
 _SCOPE_NODES = (*FUNCTION_NODES, ast.ClassDef, *COMPREHENSION_NODES)
+_ALIASED = (ast.Name, ast.Attribute)  # `ng = torch.no_grad`, `self.frozen = torch.no_grad()`
 
 
 class SemanticModel:
@@ -248,7 +249,10 @@ class SemanticModel:
         """Classify a `with` item or decorator: `torch.no_grad()`, `@torch.inference_mode`, ..."""
         call = expr if isinstance(expr, ast.Call) else None
         if isinstance(owner, (ast.With, ast.AsyncWith)) and call is None:
-            return None  # `with torch.no_grad:` is not a context manager at all
+            # `with frozen:` after `frozen = torch.no_grad()`; `with torch.no_grad:` is no context manager
+            call, scope = self._region_object(expr, scope)
+            if call is None:
+                return None
         target = call.func if call else expr
         if not isinstance(target, (ast.Name, ast.Attribute)):
             return None
@@ -270,6 +274,30 @@ class SemanticModel:
         self._change_of[expr] = change
         return change
 
+    def _region_object(self, expr: ast.expr, scope: Scope) -> tuple[ast.Call | None, Scope]:
+        """The call that made the object a `with` item names: `frozen = torch.no_grad()`, or
+        `self.frozen = torch.no_grad()` in a method of the class (the same call in every method)."""
+        if isinstance(expr, ast.Name):
+            binding = self.scopes.only_binding(expr, scope)
+            if binding is not None and isinstance(binding.value, ast.Call):
+                return binding.value, binding.scope
+            return None, scope
+        if not (isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name)):
+            return None, scope
+        method = scope
+        while method.parent is not None and not method.parent.is_class:
+            method = method.parent
+        if method.parent is None or not isinstance(method.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return None, scope
+        owner = method.parent
+        values = [node.value for function in owner.node.body if isinstance(function, ast.FunctionDef)
+                  for node in ast.walk(function) if isinstance(node, ast.Assign)
+                  for target in node.targets if isinstance(target, ast.Attribute) and target.attr == expr.attr
+                  and isinstance(target.value, ast.Name) and target.value.id == expr.value.id]
+        if values and all(isinstance(v, ast.Call) and ast.dump(v) == ast.dump(values[0]) for v in values):
+            return values[0], owner.parent
+        return None, scope
+
     def change_at(self, expr: ast.expr) -> GradModeChange | None:
         return self._change_of.get(expr)
 
@@ -288,8 +316,10 @@ class SemanticModel:
                 if kind is ast.Expr:
                     if type(node.value) is ast.Call:
                         self._candidates.append((node.value, scope, node, function, frame_node))
-                elif kind is ast.Assign and len(node.targets) == 1 and type(node.targets[0]) is ast.Name:
-                    self._aliases.append((node.targets[0].id, _last_name(node.value)))
+                elif kind is ast.Assign and len(node.targets) == 1 and type(node.targets[0]) in _ALIASED:
+                    value = node.value.func if type(node.value) is ast.Call else node.value  # `frozen = no_grad()`
+                    target = node.targets[0]
+                    self._aliases.append((target.id if type(target) is ast.Name else target.attr, _last_name(value)))
                 elif kind is ast.Import or kind is ast.ImportFrom:
                     self._aliases += [(a.asname, a.name.rpartition(".")[2]) for a in node.names if a.asname]
                 continue

@@ -27,6 +27,7 @@ class Binding:
     imported: Optional[str] = None  # the qualified name an import binds: `torch.func.grad`
     value: Optional[ast.expr] = None  # for `name = value`: the value, to follow aliases
     position: tuple[int, int] = (0, 0)  # (line, column) of `node`, compared with every use
+    iterated: Optional[ast.expr] = None  # for `for name in it`: `it`, whose elements the name takes
 
     @property
     def scope(self) -> "Scope":
@@ -63,9 +64,10 @@ class _Binder:
         self._ref = weakref.ref(scope)
         self._bindings = scope._bindings
 
-    def bind(self, name: str, node: ast.AST, imported: str | None = None, value: ast.expr | None = None):
+    def bind(self, name: str, node: ast.AST, imported: str | None = None, value: ast.expr | None = None,
+             iterated: ast.expr | None = None):
         position = (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
-        binding = Binding(name, node, self._ref, imported, value, position)
+        binding = Binding(name, node, self._ref, imported, value, position, iterated)
         bindings = self._bindings.get(name)
         if bindings is None:
             self._bindings[name] = [binding]
@@ -81,7 +83,7 @@ class _Binder:
                     self.bind(arg.arg, arg)
         if isinstance(node, COMPREHENSION_NODES):
             for generator in node.generators:
-                self.targets(generator.target)
+                self.elements(generator.target, generator.iter)
         elif isinstance(node, ast.Lambda):
             pass
         else:
@@ -105,8 +107,21 @@ class _Binder:
             bind = _BIND.get(kind)
             if bind is not None:
                 bind(self, statement)
+            if kind is ast.If and _type_checking(statement.test):
+                self.typing_only(statement.body)
+                self.statements(statement.orelse)
+                continue
             for field_name in _BODIES_OF.get(kind, ()):
                 self.statements(getattr(statement, field_name))
+
+    def typing_only(self, statements: list) -> None:
+        """`if TYPE_CHECKING:` runs only for type checkers: its imports bind a name to nothing
+        the code can run (a later binding, or none, is what runs)."""
+        for statement in statements:
+            if isinstance(statement, (ast.Import, ast.ImportFrom)):
+                for alias in statement.names:
+                    if alias.name != "*":
+                        self.bind(alias.asname or alias.name.partition(".")[0], statement)
 
     def import_(self, node: ast.Import) -> None:
         for alias in node.names:
@@ -140,7 +155,30 @@ class _Binder:
             for element in node.iter.elts:
                 self.bind(node.target.id, node.target, value=element)
         else:
-            self.targets(node.target)
+            self.elements(node.target, node.iter)
+
+    def elements(self, target: ast.AST, iterable: ast.expr) -> None:
+        """`for target in iterable`: a name takes the elements of what it iterates, through
+        `enumerate(it)`, `zip(a, b)` and `d.items()` (`for i, block in enumerate(self.blocks)`)."""
+        if isinstance(target, ast.Name):
+            self.bind(target.id, target, iterated=iterable)
+            return
+        if isinstance(target, (ast.Tuple, ast.List)) and isinstance(iterable, ast.Call) and not iterable.keywords:
+            func, args, elts = iterable.func, iterable.args, target.elts
+            if isinstance(func, ast.Name) and func.id == "enumerate" and len(args) == 1 and len(elts) == 2:
+                self.targets(elts[0])
+                self.elements(elts[1], args[0])
+                return
+            if isinstance(func, ast.Name) and func.id == "zip" and len(args) == len(elts) \
+                    and not any(isinstance(a, ast.Starred) for a in (*args, *elts)):
+                for element, arg in zip(elts, args):
+                    self.elements(element, arg)
+                return
+            if isinstance(func, ast.Attribute) and func.attr == "items" and not args and len(elts) == 2:
+                self.targets(elts[0])
+                self.elements(elts[1], func.value)  # the values of a mapping are its elements
+                return
+        self.targets(target)
 
     def aug_assign(self, node: ast.AugAssign) -> None:
         self.targets(node.target)
@@ -244,6 +282,12 @@ class Scopes:
         """The binding `name` refers to, when there is exactly one it may refer to."""
         bindings = self.lookup(scope, name.id, (name.lineno, name.col_offset))
         return bindings[0] if len(bindings) == 1 else None
+
+
+def _type_checking(test: ast.expr) -> bool:
+    """`TYPE_CHECKING` or `typing.TYPE_CHECKING`."""
+    return isinstance(test, ast.Name) and test.id == "TYPE_CHECKING" or \
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
 
 
 def _enclosing_bindings(scope: Scope | None, name: str) -> list[Binding]:

@@ -337,12 +337,14 @@ def _fix_notebook(data: bytes, codes: frozenset[str], display_path: str, setting
     return FixResult(new.decode("latin-1"), "latin-1", True, result.fixed, remaining, regions, result.imports)
 
 
-def fix_text(text: str, codes: frozenset[str] = FIXABLE_CODES, settings: FixSettings = DEFAULT_SETTINGS) -> str:
-    """`fix_source` for text already decoded (the libcst codemod's entry)."""
+def fix_text(text: str, codes: frozenset[str] = FIXABLE_CODES, settings: FixSettings = DEFAULT_SETTINGS,
+             reach: engine.Reach | None = None) -> str:
+    """`fix_source` for text already decoded (the libcst codemod's entry); `reach`, what reaches
+    its functions in the whole project."""
     data = text.encode("utf-8")
     try:
         _, encoding = decode(data)
         data = text.encode(encoding)
     except (ParseError, LookupError, UnicodeEncodeError):
         return text
-    return fix_source(data, codes, settings=settings).text
+    return fix_source(data, codes, settings=settings, reach=reach).text

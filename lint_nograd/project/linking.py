@@ -26,12 +26,14 @@ from lint_nograd.project.summary import (
     ModuleSummary,
     Ref,
     Region,
+    Source,
     Span,
     display_name,
 )
 
 Value = tuple  # ("F", module, function, bound) ("C", module, class) ("I", module, class) ("M", module)
 #               ("X", qualified name) ("XI", qualified class name) ("W", value) ("P", module, function, parameter)
+#               ("B", value): a container holding value; ("S", module, class): `super()` in a method of class
 FunctionKey = tuple[str, str]  # (module, function)
 _MAX_DEPTH = 24
 
@@ -59,9 +61,18 @@ class ModuleEntry:
 
 
 def module_name(path: Path, roots: Sequence[Path]) -> tuple[str, bool]:
-    """The dotted name a file is imported under from the first import root that holds it, and
-    whether it is a package (`__init__.py`); `<path>` when no root holds it."""
-    for root in roots:
+    """The dotted name a file is imported under from the nearest import root that holds it (with
+    roots `.` and `src`, `src/pkg/model.py` is `pkg.model`, as Python imports it), and whether it
+    is a package (`__init__.py`); `<path>` when no root holds it."""
+    name, package, _ = module_name_and_root(path, roots)
+    return name, package
+
+
+def module_name_and_root(path: Path, roots: Sequence[Path]) -> tuple[str, bool, int]:
+    """`module_name`, and the index of the root it is named from (len(roots) when none): when two
+    files have one name, the first root in order wins, as on `sys.path`."""
+    found: tuple[str, bool, int] = (f"<{path}>", False, len(roots))
+    for index, root in enumerate(roots):
         try:
             parts = list(PurePath(path).relative_to(root).with_suffix("").parts)
         except ValueError:
@@ -69,9 +80,10 @@ def module_name(path: Path, roots: Sequence[Path]) -> tuple[str, bool]:
         package = parts[-1:] == ["__init__"]
         if package:
             parts = parts[:-1]
-        if parts and all(part.isidentifier() for part in parts) and path.suffix == ".py":
-            return ".".join(parts), package
-    return f"<{path}>", False
+        if parts and all(part.isidentifier() for part in parts) and path.suffix == ".py" and \
+                (found[2] == len(roots) or len(parts) < found[0].count(".") + 1):
+            found = (".".join(parts), package, index)
+    return found
 
 
 class Project:
@@ -96,6 +108,9 @@ class Project:
         self._runs: dict[Value, tuple[Value, ...]] = {}
         self._parameters: dict[tuple[str, str, str], tuple[bool, dict[str, Reacher]]] = {}
         self._uses: dict[str, dict[tuple, list]] = {}  # module -> parameter -> how its functions use it
+        self._passed: dict[tuple[str, str, str], tuple[Value, ...]] = {}  # what calls pass to a parameter
+        self._indexed: set[str] = set()  # the modules whose call sites are in `_by_last_name`
+        self._by_last_name: dict[str, list] = defaultdict(list)  # a callee's last name -> (module, call site)
         self._origins: dict = {}  # import, or (importer, import) when relative -> module
         self.reached: dict[FunctionKey, dict[str, Reacher]] = defaultdict(dict)
         self._queue: deque = deque()
@@ -206,6 +221,31 @@ class Project:
         elif kind == "wrap":
             for value in self.resolve(module, ref[1], depth + 1):
                 yield ("W", value)
+        else:
+            yield from self._resolve_more(module, ref, depth)
+
+    def _resolve_more(self, module: str, ref: Ref, depth: int) -> Iterator[Value]:
+        """Containers and their elements, `super()`."""
+        kind = ref[0]
+        if kind == "box":
+            for value in self.resolve(module, ref[1], depth + 1):
+                yield ("B", value)
+        elif kind == "item":
+            for value in self.resolve(module, ref[1], depth + 1):
+                if value[0] == "B":
+                    yield value[1]
+        elif kind == "super":
+            for value in self.resolve(module, ref[1], depth + 1):
+                if value[0] == "C":
+                    yield ("S", value[1], value[2])
+        elif kind == "read":  # `self.features` runs its getter when it is a property
+            for value in self.resolve(module, ref[1], depth + 1):
+                if value[0] == "F" and value[3] and value[2] in self._properties(value[1]):
+                    yield value
+
+    def _properties(self, module: str) -> frozenset[str]:
+        summary = self.summary(module)
+        return frozenset(summary.properties) if summary else frozenset()
 
     def attribute(self, value: Value, name: str, depth: int = 0) -> tuple[Value, ...]:
         kind = value[0]
@@ -220,6 +260,11 @@ class Project:
             return self._member(value[1], value[2], name, kind == "I", set())
         if kind == "X":
             return (("X", f"{value[1]}.{name}"),)
+        if kind == "S":  # `super().forward`: the first base, in order, that has it
+            for base in self._bases(value[1], value[2]):
+                found = self._member(base[1], base[2], name, True, set()) if base[0] == "C" else ()
+                if found:
+                    return found
         return ()
 
     def _member(self, module: str, cls: str, name: str, bound: bool, seen: set) -> tuple[Value, ...]:
@@ -234,12 +279,54 @@ class Project:
         if name in info.methods:
             return (("F", module, info.methods[name], bound),)
         if name in info.attributes:
-            return tuple(v for ref in info.attributes[name] for v in self.resolve(module, ref))
+            return tuple(v for ref in info.attributes[name] for v in self._stored(module, ref))
         for base in self._bases(module, cls):
             found = self._member(base[1], base[2], name, bound, seen) if base[0] == "C" else ()
             if found:
                 return found
         return ()
+
+    def _stored(self, module: str, ref: Ref) -> Iterator[Value]:
+        """What an attribute holds: `self.residual = residual` in `__init__(self, residual)` holds
+        what every construction of the class passes (`Block(residual=smooth)`), across modules; a
+        field of a dataclass (`act: Callable = smooth`), what its constructions pass by its name too."""
+        yield from self.resolve(module, ref)
+        if ref[0] == "param":
+            yield from self.passed(module, ref[1], ref[2])
+
+    def passed(self, module: str, function: str, parameter: str) -> tuple[Value, ...]:
+        """What the calls of the loaded modules pass to a parameter (found once: linking asks
+        after the modules that call `function` by name are summarised; see `callers_wanted`)."""
+        key = (module, function, parameter)
+        if key in self._passed:
+            return self._passed[key]
+        self._passed[key] = ()
+        owner = function.rpartition(".")[0]
+        found: list[Value] = []
+        for caller, site in self._sites_named(called_as(function)):
+            for callee, bound, refs in self._helpers(caller, site):
+                if callee[1] == module and callee[2] == function and bound == parameter:
+                    found += self._values(caller, refs)
+            if function.endswith(".__init__") and parameter in site.keywords and any(
+                    v[0] == "C" and v[1] == module and v[2] == owner for v in self._values(caller, site.callees)):
+                found += self._values(caller, site.keywords[parameter])  # a dataclass's field, by name
+        self._passed[key] = tuple(dict.fromkeys(found))
+        return self._passed[key]
+
+    def _sites_named(self, name: str) -> list[tuple[str, object]]:
+        """The call sites of the loaded modules whose callee ends with `name` (indexed once a module)."""
+        for module in self.loaded():
+            if module not in self._indexed:
+                self._indexed.add(module)
+                for function in self.summary(module).functions.values():
+                    for site in function.call_sites:
+                        for last in {_last_name(ref) for ref in site.callees}:
+                            self._by_last_name[last].append((module, site))
+        return self._by_last_name.get(name, []) if name else []
+
+    def callers_wanted(self) -> list[tuple[str, str]]:
+        """The functions whose callers' arguments were asked for: (module, function)."""
+        return [(module, function) for module, function, _ in self._passed]
 
     def _bases(self, module: str, cls: str) -> list[Value]:
         summary = self.summary(module)
@@ -284,7 +371,7 @@ class Project:
                 if found:
                     yield from (v for f in found for v in self.runs(f))
                     return
-        elif kind == "W":
+        elif kind == "W" or kind == "B":  # calling `nn.Sequential(...)` runs each module it holds
             yield from self.runs(value[1])
 
     def _values(self, module: str, refs: Iterable[Ref]) -> Iterator[Value]:
@@ -310,6 +397,8 @@ class Project:
             return
         params = function.params
         offset = 1 if callee[3] else 0
+        if offset and params and site.receiver:  # `net.export(x)`: `self` is `net`
+            found.append((callee, params[0], site.receiver))
         for index, refs in enumerate(site.args, offset):
             if refs and index < len(params):
                 found.append((callee, params[index], refs))
@@ -393,12 +482,21 @@ class Project:
         outer = self._permissive
         self._permissive = max(outer, 1)  # looking into helpers: modules that may transform are loaded
         try:
-            callees = self._functions(module, site.callees)
+            callees = self._functions(module, site.callees) + self._constructors(module, site.callees)
         finally:
             self._permissive = outer
         found: list[tuple[Value, str, tuple[Ref, ...]]] = []
         for callee in callees:
             self._bind(callee, site, found)
+        return found
+
+    def _constructors(self, module: str, refs: Iterable[Ref]) -> list[Value]:
+        """The `__init__` that calling a class of the project runs (`Trainer(net)` binds its `net`)."""
+        found: list[Value] = []
+        for ref in refs:
+            for value in self.resolve(module, ref):
+                if value[0] == "C":
+                    found += self._member(value[1], value[2], "__init__", True, set())
         return found
 
     def parameter(self, key: tuple[str, str, str]) -> tuple[bool, dict[str, Reacher]]:
@@ -422,6 +520,16 @@ class Project:
                             sourced.setdefault(mode, reacher)
         self._parameters[key] = (called, sourced)
         return called, sourced
+
+    def transformed_parameters(self) -> list[tuple[str, str, str]]:
+        """The parameters that the functions of the loaded modules hand to a transform or tracer,
+        directly, in a closure, or through other helpers: what a call passes to them is reached."""
+        found = []
+        for module in self.loaded():
+            for key in list(self._uses_of(module)):
+                if self.parameter(key)[1]:
+                    found.append(key)
+        return found
 
     def helpers(self) -> list[tuple[tuple[str, str, str], tuple[bool, dict[str, Reacher]]]]:
         """The parameters of helpers looked into so far, with what their functions do with them."""
@@ -450,6 +558,11 @@ class Project:
                                 passed[parameter] = None
                     for parameter in passed:
                         uses[parameter].append(site)
+            for name, function in summary.functions.items() if summary else ():
+                for source in function.sources:  # `jvp(lambda z: model(z), ...)` runs the parameter `model`
+                    reachers = [(mode, _reacher(mode, module, source)) for mode in source.modes]
+                    for parameter in _closure_parameters(summary, module, name, source.targets):
+                        uses[parameter] += reachers
             self._uses[module] = uses
         return self._uses[module]
 
@@ -511,21 +624,50 @@ class Project:
             found[FORWARD] = Reacher(FORWARD, "dual_level", module, region.dual_level, "dual_level()")
         return found
 
-    def reported_in(self, given: frozenset[str]) -> dict[str, list[tuple[str, Region]]]:
-        """By module: the reached regions of modules not `given` whose reaching call (or the call of
-        the helper that passed the function on) is in it, so that a commit that starts
-        differentiating old code is told where it does."""
+    def reported_in(self, given: frozenset[str]) -> dict[str, list[tuple[str, Region, dict[str, Reacher]]]]:
+        """By module: the reached regions of modules not `given` that a call in it reaches, with what
+        that call reaches them with, so that a commit that starts differentiating old code is told
+        where it does. Every reaching call of a given module is told, also when another call (of
+        this module or of one not given) reaches the same region: each is followed by itself."""
         if self._reported_in is None or self._reported_in[0] != given:
-            found: dict[str, list[tuple[str, Region]]] = defaultdict(list)
-            for module in self.loaded():
-                if module in given:
-                    continue
-                for region in self.summary(module).regions:
-                    reporting = {(r.via or (r.module,))[0] for r in self.reach_of(module, region).values()}
-                    for reporter in reporting & given:
-                        found[reporter].append((module, region))
+            found: dict[str, list] = defaultdict(list)
+            if not any(module not in given and self.summary(module).regions for module in self.loaded()):
+                self._reported_in = (given, {})  # every region is in a file given (`check .`): reported there
+                return {}
+            calls = [(module, call) for module in sorted(given) if (summary := self.summary(module)) is not None
+                     for function in summary.functions.values()
+                     for call in (*function.sources, *[site for site in function.call_sites
+                                                       if self._may_transform(module, site)
+                                                       and self._passes_a_lead(module, site)])]
+            groups = [calls] if len(calls) > _MAX_CALLS_FOLLOWED_ALONE else [[call] for call in calls]
+            whole = (self.reached, self._queue)
+            try:
+                for group in groups:
+                    self.reached, self._queue = defaultdict(dict), deque()
+                    for module, call in group:
+                        if isinstance(call, Source):
+                            self._seed(module, call)
+                        else:
+                            self._seed_helper_call(module, call)
+                    self._propagate()
+                    self._report_reached(given, found)
+            finally:
+                self.reached, self._queue = whole
             self._reported_in = (given, dict(found))
         return self._reported_in[1]
+
+    def _report_reached(self, given: frozenset[str], found: dict[str, list]) -> None:
+        """Add to `found` the regions of modules not given in what `self.reached` holds, by the module
+        of the call reaching them (or of the call of the helper that passed the function on)."""
+        for (module, function), modes in self.reached.items():
+            if module in given:
+                continue
+            for region in self.summary(module).regions:
+                if region.function == function:
+                    reach = dict(modes)
+                    for reporter in {(r.via or (r.module,))[0] for r in reach.values()} & given:
+                        if (module, region, reach) not in found[reporter]:
+                            found[reporter].append((module, region, reach))
 
     def graphless_callee(self, module: str, site: BackwardSite) -> Optional[tuple[str, Function]]:
         """The function, returning values it computes in a region, that a backward site's value comes from."""
@@ -692,14 +834,81 @@ class _Everything:
 
 _EVERYTHING = _Everything()
 _LIBRARIES_THAT_READ_NOTHING = ("torch.", "math.", "numpy.", "functools.", "operator.")  # of our attributes
-_WRAPPING = ("attr", "inst", "call", "wrap")  # the kinds of ref whose value comes from an inner ref
+# the kinds of ref whose value comes from an inner ref
+_WRAPPING = ("attr", "inst", "call", "wrap", "box", "item", "super", "read")
 _PASSED = ("param", "wrap")  # the kinds of ref that may stand for a parameter
 _UNSEEN = object()  # not looked up yet (None is an answer)
+_MAX_CLOSURE = 64  # the refs a closure walk looks at, at most
+_MAX_CALLS_FOLLOWED_ALONE = 256  # more reaching calls in the files given are followed together
 
 
 def _arguments(site) -> Iterable[tuple[Ref, ...]]:
-    """The refs of each argument of a call site, positional and keyword."""
+    """The refs of each argument of a call site, positional and keyword, and what a method is called on."""
+    if site.receiver:
+        return chain(site.args, site.keywords.values(), (site.receiver,))
     return chain(site.args, site.keywords.values()) if site.keywords else site.args
+
+
+def _closure_parameters(summary: ModuleSummary, module: str, owner: str,
+                        targets: Iterable[Ref]) -> set[tuple[str, str, str]]:
+    """The parameters that running `targets` (applied to a transform in the function `owner`) calls
+    through the module's own code: `model` for `lambda z, t: model(z, t)` in `def loss(model, z, t)`;
+    `net` for `lambda z: self.net(z)` when `__init__(self, net)` sets `self.net = net`; `self` for
+    `jacfwd(self)` or `lambda z: self(z)` in a method. A parameter applied directly is not repeated."""
+    found: set[tuple[str, str, str]] = set()
+    seen: set[Ref] = set()
+    owner_self = _self_parameter(summary, module, owner)
+    stack = [ref for ref in targets if _parameter(module, ref) is None]
+    while stack:
+        ref = stack.pop()
+        if ref in seen or len(seen) > _MAX_CLOSURE:
+            continue
+        seen.add(ref)
+        while ref[0] == "wrap":
+            ref = ref[1]
+        kind = ref[0]
+        if kind == "param":
+            found.add((module, ref[1], ref[2]))
+        elif kind == "fn" and ref[1] in summary.functions:
+            function = summary.functions[ref[1]]
+            stack += function.calls
+            stack += [target for source in function.sources for target in source.targets]
+        elif kind == "inst" and ref[1][0] == "cls" and owner_self and owner_self[0] == ref[1][1]:
+            found.add(owner_self[1])  # `self` of the method applying the transform
+        elif kind == "attr" and ref[1][0] == "inst" and ref[1][1][0] == "cls":
+            cls = summary.classes.get(ref[1][1][1])
+            if cls is not None and ref[2] in cls.methods:
+                stack.append(("fn", cls.methods[ref[2]]))
+            elif cls is not None:
+                stack += cls.attributes.get(ref[2], ())
+    return found
+
+
+def called_as(function: str) -> str:
+    """The name a caller spells to call a function: `loss`; `export` for a method `Base.export`,
+    `Trainer` for `Trainer.__init__`; "" for a nested function or a lambda."""
+    parts = function.split("#")[0].split(".")
+    if "<locals>" in parts or not all(part.isidentifier() for part in parts):
+        return ""
+    return parts[-2] if parts[-1] == "__init__" and len(parts) > 1 else parts[-1]
+
+
+def _last_name(ref: Ref) -> str:
+    """The name a callee ref ends with: `Net` for `pkg.nets.Net`, `export` for `net.export`."""
+    if ref[0] in ("imp", "fn", "cls"):
+        return ref[1].rpartition(".")[2]
+    return ref[2] if ref[0] == "attr" else ""
+
+
+def _self_parameter(summary: ModuleSummary, module: str, function: str):
+    """(class, the `self` parameter) when `function`, or the method it is defined in, is a method."""
+    while function:
+        for name, cls in summary.classes.items():
+            if function in cls.methods.values():
+                params = summary.functions[function].params if function in summary.functions else ()
+                return (name, (module, function, params[0])) if params else None
+        function = function.rpartition(".<locals>.")[0]
+    return None
 
 
 def _parameter(module: str, ref: Ref) -> Optional[tuple[str, str, str]]:
@@ -724,8 +933,15 @@ def _reacher(mode: str, module: str, source) -> Reacher:
 
 
 def _callee_text(text: str) -> str:
-    """`hvp(...)` for `hvp(energy, x, v)`."""
+    """`hvp(...)` for `hvp(energy, x, v)`, `Net().export(...)` for `Net().export(x)`."""
+    if text.endswith(")") and not text.endswith("...)"):  # the whole call: drop its last arguments
+        depth = 0
+        for at in range(len(text) - 1, 0, -1):
+            depth += {")": 1, "(": -1}.get(text[at], 0)
+            if depth == 0:
+                return text[:at] + "(...)"
     return text.partition("(")[0] + "(...)"
 
 
-__all__ = ["FORWARD", "REVERSE", "DROPS", "MODULE_BODY", "ModuleEntry", "Project", "Reacher", "module_name"]
+__all__ = ["FORWARD", "REVERSE", "DROPS", "MODULE_BODY", "ModuleEntry", "Project", "Reacher", "called_as",
+           "module_name", "module_name_and_root"]

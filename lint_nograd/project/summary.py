@@ -14,6 +14,9 @@ Refs are tuples:
     ("inst", ref)         an instance of a class (calling it runs `forward`)
     ("call", ref)         what calling `ref` returns (an instance, when `ref` is a class)
     ("wrap", ref)         a wrapper that runs `ref` when called: `vmap(f)`, `partial(f, a)`, `grad(f)`
+    ("box", ref)          a container holding `ref`: `nn.Sequential(Block())`, `[Block() for _ in range(3)]`
+    ("item", ref)         an element of the container `ref`: `self.blocks[0]`, `block` in `for block in self.blocks`
+    ("super", ref)        `super()` in a method of the class `ref`: its attributes are looked up in the bases
 """
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ from lint_nograd.analysis import entry_points, torch_names
 from lint_nograd.analysis.model import SemanticModel, TableVisitor, inside_comprehension
 from lint_nograd.analysis import region_flow
 from lint_nograd.analysis.region_values import region_cuts_its_values
-from lint_nograd.analysis.scopes import Binding, Scope
+from lint_nograd.analysis.scopes import COMPREHENSION_NODES, Binding, Scope
 
 Ref = tuple
 MODULE_BODY = ""  # the name under which the module's own code is summarised, like a function's
@@ -71,6 +74,7 @@ class CallSite:
     keywords: dict[str, tuple[Ref, ...]]
     span: Span
     text: str
+    receiver: tuple[Ref, ...] = ()  # `net` in `net.export(x)`: the `self` of the method called
 
 
 @dataclass
@@ -124,6 +128,7 @@ class ModuleSummary:
     names: dict[str, tuple[Ref, ...]]  # what each module-level name is bound to
     regions: list[Region]
     backwards: list[BackwardSite]
+    properties: list[str] = field(default_factory=list)  # the functions read as attributes: `@property`
 
     def to_json(self) -> dict:
         """Plain data (dataclasses.asdict is far slower: it deep-copies every ref)."""
@@ -138,7 +143,7 @@ class ModuleSummary:
 
         def site(c):
             return {"callees": c.callees, "args": c.args, "keywords": c.keywords, "span": span(c.span),
-                    "text": c.text}
+                    "text": c.text, "receiver": c.receiver}
 
         return {
             "functions": {name: {"params": f.params, "kwonly": f.kwonly, "calls": f.calls,
@@ -155,6 +160,7 @@ class ModuleSummary:
                          "local_only": r.local_only} for r in self.regions],
             "backwards": [{"callees": b.callees, "callee_text": b.callee_text, "name": b.name,
                            "assigned_row": b.assigned_row, "span": span(b.span)} for b in self.backwards],
+            "properties": self.properties,
         }
 
     @classmethod
@@ -170,7 +176,8 @@ class ModuleSummary:
 
         def call_site(d):
             return CallSite(_refs(d["callees"]), tuple(_refs(a) for a in d["args"]),
-                            {k: _refs(v) for k, v in d["keywords"].items()}, span(d["span"]), d["text"])
+                            {k: _refs(v) for k, v in d["keywords"].items()}, span(d["span"]), d["text"],
+                            _refs(d["receiver"]))
 
         functions = {name: Function(tuple(f["params"]), tuple(f["kwonly"]), _refs(f["calls"]),
                                     [call_site(c) for c in f["call_sites"]], [source(s) for s in f["sources"]],
@@ -187,7 +194,8 @@ class ModuleSummary:
                           bool(r.get("local_only", False))) for r in data["regions"]]
         backwards = [BackwardSite(_refs(b["callees"]), b["callee_text"], b["name"], b["assigned_row"],
                                   span(b["span"])) for b in data["backwards"]]
-        return cls(functions, classes, {k: _refs(v) for k, v in data["names"].items()}, regions, backwards)
+        return cls(functions, classes, {k: _refs(v) for k, v in data["names"].items()}, regions, backwards,
+                   list(data["properties"]))
 
 
 def display_name(name: str) -> str:
@@ -259,6 +267,8 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         self.dual_level: list[Span] = []  # enclosing `with dual_level():` blocks that make duals
         self.region_dual_level: dict[int, Span] = {}
         self._of_binding: dict[Binding, tuple[Ref, ...]] = {}  # the refs of each binding, once
+        self.properties: list[str] = []
+        self._added: dict[Binding, list[Ref]] = {}  # what `append`, `extend`, ... put in a container name
 
     def run(self) -> ModuleSummary:
         self._visit_all(self.model.module.body)
@@ -268,7 +278,8 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         module = self.scopes.module
         names = {name: refs for name, bindings in module.bindings.items()
                  if (refs := self._binding_refs(bindings, 0))}
-        return ModuleSummary(self.functions, self.classes, names, self._regions(), self._backwards())
+        return ModuleSummary(self.functions, self.classes, names, self._regions(), self._backwards(),
+                             self.properties)
 
     # -- what an expression refers to -------------------------------------------------------------
 
@@ -300,7 +311,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             return (("fn", self.model.name_of(expr)),)
         if kind is ast.Call:
             return self._call_refs(expr, scope, depth)
-        return ()
+        return self._container_refs(expr, scope, depth)
 
     def _call_refs(self, call: ast.Call, scope: Scope, depth: int) -> tuple[Ref, ...]:
         func = call.func
@@ -313,6 +324,9 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
                           for ref in self.refs(_first_argument(call, position, keyword), scope, depth + 1)])
         if isinstance(func, ast.Attribute) and func.attr in _RETURN_THE_MODULE and not names:
             return self.refs(func.value, scope, depth + 1)  # `Net().eval()`
+        contents = self._constructed_container(call, names, scope, depth)
+        if contents is not None:
+            return contents
         return tuple([("call", ref) for ref in callees])
 
     def _binding_refs(self, bindings: list[Binding], depth: int) -> tuple[Ref, ...]:
@@ -340,10 +354,24 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         if binding.imported:
             return (("imp", binding.imported),)
         if isinstance(node, ast.arg):
-            return tuple(self._parameter_refs(binding))
+            return tuple(self._parameter_refs(binding)) + self._default_refs(binding, depth)
+        added = tuple(self._added.get(binding, ()))  # `layers.append(Block())` after `layers = []`
+        if binding.iterated is not None:  # `for block in self.blocks`
+            return tuple([("item", ref) for ref in self.refs(binding.iterated, binding.scope, depth + 1)])
         if binding.value is not None:
-            return self.refs(binding.value, binding.scope, depth + 1)
-        return ()
+            return self.refs(binding.value, binding.scope, depth + 1) + added
+        return added
+
+    def _default_refs(self, binding: Binding, depth: int) -> tuple[Ref, ...]:
+        """A parameter may be its default value: `act` in `def forward(self, x, act=smooth)`."""
+        args = binding.scope.node.args
+        positional = [*args.posonlyargs, *args.args]
+        pairs = [*zip(positional[len(positional) - len(args.defaults):], args.defaults),
+                 *zip(args.kwonlyargs, args.kw_defaults)]
+        default = next((value for arg, value in pairs if arg is binding.node), None)
+        if default is None or type(default) not in _MAY_REFER:
+            return ()
+        return self.refs(default, binding.scope.parent, depth + 1)
 
     def _parameter_refs(self, binding: Binding) -> list[Ref]:
         function = binding.scope.node
@@ -362,6 +390,124 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             if isinstance(decorator, ast.Name) and decorator.id in ("staticmethod", "classmethod"):
                 return decorator.id
         return "method"
+
+    # -- containers of modules, and `super()` -------------------------------------------------------
+
+    def _container_refs(self, expr: ast.expr, scope: Scope, depth: int) -> tuple[Ref, ...]:
+        """A literal or comprehension is a container of its elements; `c[i]` is an element of `c`
+        (a slice is the container again)."""
+        kind = type(expr)
+        if kind in (ast.List, ast.Tuple, ast.Set):
+            return self._elements(expr.elts, scope, depth)
+        if kind is ast.Dict:
+            return self._elements([v if k is not None else ast.Starred(v) for k, v in zip(expr.keys, expr.values)],
+                                  scope, depth)
+        if kind in (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp):
+            inner = self.scopes.enter(expr, scope)
+            return tuple([("box", ref) for ref in self.refs(expr.value if kind is ast.DictComp else expr.elt,
+                                                             inner, depth + 1)])
+        if kind is ast.Subscript:
+            container = self.refs(expr.value, scope, depth + 1)
+            if isinstance(expr.slice, ast.Slice):
+                return container
+            return tuple([("item", ref) for ref in container])
+        if kind is ast.Starred:
+            return self.refs(expr.value, scope, depth + 1)
+        return ()
+
+    def _elements(self, elements: list, scope: Scope, depth: int) -> tuple[Ref, ...]:
+        """The container holding `elements`: a starred element adds the elements it holds."""
+        found: list[Ref] = []
+        for element in elements:
+            if isinstance(element, ast.Starred):
+                found += self.refs(element.value, scope, depth + 1)
+            else:
+                found += [("box", ref) for ref in self.refs(element, scope, depth + 1)]
+        return tuple(found)
+
+    def _mapping(self, expr: ast.expr | None, scope: Scope, depth: int) -> tuple[Ref, ...]:
+        """The values of what a mapping is made from: a dict, or pairs (`[("a", m), ...]`)."""
+        if isinstance(expr, (ast.List, ast.Tuple)):
+            return self._elements([element.elts[1] if isinstance(element, ast.Tuple) and len(element.elts) == 2
+                                   else element for element in expr.elts], scope, depth)
+        if isinstance(expr, ast.Call) and not expr.keywords and len(expr.args) == 1 and \
+                isinstance(expr.args[0], (ast.List, ast.Tuple)):  # `OrderedDict([...])`, `dict([...])`
+            return self._mapping(expr.args[0], scope, depth)
+        return self.refs(expr, scope, depth + 1) if expr is not None else ()
+
+    def _constructed_container(self, call: ast.Call, names: frozenset[str], scope: Scope,
+                               depth: int) -> tuple[Ref, ...] | None:
+        """What `nn.Sequential(a, b)`, `nn.ModuleList(blocks)`, `nn.ModuleDict({...})`, `list(...)`
+        or `d.values()` holds; None when the call makes no container."""
+        func = call.func
+        how = next((_CONTAINERS[name] for name in names if name in _CONTAINERS), None)
+        if how is None and isinstance(func, ast.Name) and func.id in _BUILTIN_CONTAINERS \
+                and not self.scopes.lookup(scope, func.id, (func.lineno, func.col_offset)):
+            how = _BUILTIN_CONTAINERS[func.id]
+        if how is None:
+            if isinstance(func, ast.Attribute) and func.attr == "values" and not call.args and not names:
+                return self.refs(func.value, scope, depth + 1)  # iterated, a view holds the same elements
+            if isinstance(func, ast.Name) and func.id == "super" and \
+                    not self.scopes.lookup(scope, "super", (func.lineno, func.col_offset)):
+                return self._super(call, scope, depth)
+            return None
+        if how == "elements":
+            if len(call.args) == 1 and isinstance(call.args[0], ast.Call) and \
+                    _imported(self.refs(call.args[0].func, scope, depth + 1)) & _ORDERED_DICT:
+                return self._mapping(call.args[0], scope, depth)  # `nn.Sequential(OrderedDict([...]))`
+            return self._elements(call.args, scope, depth)
+        argument = call.args[0] if call.args and not isinstance(call.args[0], ast.Starred) else None
+        if how == "mapping":
+            found = self._mapping(argument, scope, depth)
+            return found + self._elements([k.value for k in call.keywords if k.arg], scope, depth)
+        return self.refs(argument, scope, depth + 1) if argument is not None else ()
+
+    def _super(self, call: ast.Call, scope: Scope, depth: int) -> tuple[Ref, ...]:
+        """`super()` in a method (or `super(Cls, self)`): attributes looked up in the bases of its class."""
+        if call.args:
+            return tuple([("super", ref) for ref in self.refs(call.args[0], scope, depth + 1) if ref[0] == "cls"])
+        while scope is not None and isinstance(scope.node, COMPREHENSION_NODES):
+            scope = scope.parent
+        if scope is None or not isinstance(scope.node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                or scope.parent is None or not scope.parent.is_class:
+            return ()
+        return (("super", ("cls", self.model.name_of(scope.parent.node))),)
+
+    def _container_call(self, call: ast.Call, func: ast.Attribute) -> None:
+        """`blocks.append(Block())`, `self.layers.extend([...])`, `self.add_module("gate", Gate())`."""
+        args = call.args
+        if func.attr in ("add_module", "register_module") and len(args) == 2:
+            name = args[0]
+            if isinstance(name, ast.Constant) and isinstance(name.value, str) and self.method_class is not None \
+                    and self.refs(func.value) == (("inst", ("cls", self.method_class)),):
+                self._attribute(self.method_class, name.value, args[1])  # a named child of this module
+                return
+            value = args[1]
+        elif func.attr in ("append", "insert") and args:
+            value = args[-1]
+        elif func.attr == "extend" and len(args) == 1:
+            self._add_to(func.value, self.refs(args[0]))
+            return
+        elif func.attr == "update" and len(args) == 1:
+            self._add_to(func.value, self._mapping(args[0], self.scope, 0))
+            return
+        else:
+            return
+        self._add_to(func.value, tuple([("box", ref) for ref in self.refs(value)]))
+
+    def _add_to(self, container: ast.expr, refs: tuple[Ref, ...]) -> None:
+        """Remember that `container` (a name, or `self.name`) holds `refs` too."""
+        if not refs:
+            return
+        if isinstance(container, ast.Name):
+            binding = self.scopes.only_binding(container, self.scope)
+            if binding is not None and not binding.imported:
+                self._added.setdefault(binding, []).extend(refs)
+                self._of_binding.clear()  # what was found for names bound to it is found again
+        elif isinstance(container, ast.Attribute) and self.method_class is not None \
+                and self.refs(container.value) == (("inst", ("cls", self.method_class)),):
+            known = self.classes[self.method_class].attributes.get(container.attr, ())
+            self.classes[self.method_class].attributes[container.attr] = tuple(dict.fromkeys(known + refs))
 
     # -- definitions --------------------------------------------------------------------------------
 
@@ -384,11 +530,14 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         self._visit_all((*node.decorator_list, *node.args.defaults, *node.args.kw_defaults))
         target = ("fn", self.model.name_of(node))
+        if any(_is_property(decorator) for decorator in node.decorator_list):
+            self.properties.append(target[1])
         for decorator in node.decorator_list:  # `@jacfwd`, `@partial(jacfwd, argnums=1)`
             self._decorator_source(decorator, target)
         self._enter_function(node, node.body)
 
     visit_AsyncFunctionDef = visit_FunctionDef
+
 
     def _decorator_source(self, decorator: ast.expr, target: Ref) -> None:
         call = decorator if isinstance(decorator, ast.Call) else None
@@ -412,13 +561,26 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         self.classes[name] = Class(tuple(self.refs(base) for base in node.bases), methods, {})
         outer = (self.scope, self.method_class)
         self.scope, self.method_class = self.scopes.enter(node, self.scope), None
+        fields = _is_dataclass(node)
         for statement in node.body:
             if isinstance(statement, ast.Assign):
                 for target in statement.targets:
                     if isinstance(target, ast.Name):
                         self._attribute(name, target.id, statement.value)
+            elif isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
+                self._field(name, statement, fields)
             self.visit(statement)
         self.scope, self.method_class = outer
+
+    def _field(self, cls: str, statement: ast.AnnAssign, dataclass: bool) -> None:
+        """`act: Callable = smooth` in a class body; in a dataclass, also what its constructor is
+        given for it (a parameter of the `__init__` it makes)."""
+        if statement.value is not None:
+            self._attribute(cls, statement.target.id, statement.value)
+        if dataclass:
+            known = self.classes[cls].attributes.get(statement.target.id, ())
+            self.classes[cls].attributes[statement.target.id] = known + (
+                ("param", f"{cls}.__init__", statement.target.id),)
 
     def _attribute(self, cls: str, attribute: str, value: ast.expr) -> None:
         refs = self.refs(value)
@@ -428,6 +590,9 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self.generic_visit(node)
+        for target in node.targets:  # `self.heads["a"] = Head()`, `layers[0] = Block()`
+            if isinstance(target, ast.Subscript):
+                self._add_to(target.value, tuple([("box", ref) for ref in self.refs(node.value)]))
         if self.method_class is not None:  # `self.block = Block()`
             for target in node.targets:
                 if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
@@ -473,6 +638,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         """`a.b.c`: only what the chain starts from can hold something the walk needs."""
+        self._reads(node)
         value = node.value
         while type(value) is ast.Attribute:
             value = value.value
@@ -480,11 +646,29 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         if visit is not None:
             visit(self, value)
 
+    def _reads(self, node: ast.expr) -> None:
+        """`self.features` read in a method: a property of the class runs when read."""
+        chain = []
+        while type(node) is ast.Attribute:
+            chain.append(node)
+            node = node.value
+        if not chain or type(node) is not ast.Name or node.id != "self" or self.method_class is None:
+            return
+        calls = self._calls[self.function]
+        for attribute in chain:
+            if type(attribute.ctx) is ast.Load:
+                for ref in self.refs(attribute):
+                    calls[("read", ref)] = None
+
     def _visit_arguments(self, node: ast.Call) -> None:
         """generic_visit of a call, in the same order, with less overhead (this sees every call):
         the callee and the arguments, an attribute chain as visit_Attribute does."""
         visitors = self._visitors
+        if type(node.func) is ast.Attribute:
+            self._reads(node.func.value)
         for child in (node.func, *node.args):
+            if type(child) is ast.Attribute and child is not node.func:
+                self._reads(child)
             while type(child) is ast.Attribute:
                 child = child.value
             visit = visitors.get(type(child))
@@ -501,6 +685,8 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
     def visit_Call(self, node: ast.Call) -> None:
         self._visit_arguments(node)
         func = node.func
+        if type(func) is ast.Attribute and func.attr in _ADDS:
+            self._container_call(node, func)
         callees = self.refs(func)
         if not callees and not (isinstance(func, ast.Attribute) and func.attr == "trace"):
             return  # most calls of what is neither the project's nor PyTorch's: `len(x)`, `x.append(y)`
@@ -537,9 +723,19 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             self._add_source("dual_level", (entry_points.FORWARD,), callees, node)
         args = tuple([self.refs(arg) if type(arg) in _MAY_REFER else () for arg in node.args])
         keywords = {k.arg: refs for k in node.keywords if k.arg and (refs := self.refs(k.value))}
-        if any(args) or keywords:
+        receiver = self._receiver(func)
+        if any(args) or keywords or receiver:
             span = span_of(node, self.lines)
-            self.functions[self.function].call_sites.append(CallSite(callees, args, keywords, span, _short(span)))
+            self.functions[self.function].call_sites.append(CallSite(callees, args, keywords, span, _short(span),
+                                                                     receiver))
+
+    def _receiver(self, func: ast.expr) -> tuple[Ref, ...]:
+        """What a method is called on (`net` in `net.export(x)`), when it may be the project's:
+        a base class's method that traces or transforms `self` runs the `forward` of this object."""
+        if type(func) is not ast.Attribute:
+            return ()
+        refs = self.refs(func.value)
+        return refs if any(_may_be_the_projects(ref) for ref in refs) else ()
 
     def _traces_a_gradient_step(self, call: ast.Call) -> bool:
         """`make_fx(step)` where `step`, a function of this module, returns only what
@@ -640,6 +836,19 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
 
 
 _WRAPPERS = torch_names.VMAP | torch_names.PARTIAL
+# The module containers, and what their arguments hold: elements, a container to take the
+# elements of, or a mapping (`nn.ModuleDict({...})`, `nn.Sequential(OrderedDict([...]))`).
+_NN = ("torch.nn.", "torch.nn.modules.container.")
+_CONTAINERS = {**{prefix + "Sequential": "elements" for prefix in _NN},
+               **{prefix + "ModuleList": "container" for prefix in _NN},
+               **{prefix + "ModuleDict": "mapping" for prefix in _NN},
+               **{prefix + "ParameterList": "container" for prefix in _NN},
+               "collections.OrderedDict": "mapping"}
+_BUILTIN_CONTAINERS = {"list": "container", "tuple": "container", "dict": "mapping", "reversed": "container",
+                       "sorted": "container"}
+# Methods that put a module into a container (or a named child into a module).
+_ORDERED_DICT = frozenset({"collections.OrderedDict"})
+_ADDS = frozenset({"append", "extend", "insert", "add_module", "register_module", "update"})
 _MAY_REFER = frozenset({ast.Name, ast.Attribute, ast.Lambda, ast.Call})  # what `refs` finds anything in
 
 
@@ -675,9 +884,37 @@ def _may_run_a_function(ref: Ref) -> bool:
     not (what a parameter is, is not followed), calling the parameter itself may."""
     if ref[0] == "param":
         return True
-    while ref[0] in ("attr", "call", "inst"):
+    while ref[0] in ("attr", "call", "inst", "box", "item", "super"):
         ref = ref[1]
     return ref[0] != "param"
+
+
+def _is_dataclass(node: ast.ClassDef) -> bool:
+    """`@dataclass`, `@dataclasses.dataclass(frozen=True)`, ..."""
+    for decorator in node.decorator_list:
+        decorator = decorator.func if isinstance(decorator, ast.Call) else decorator
+        name = decorator.attr if isinstance(decorator, ast.Attribute) else getattr(decorator, "id", "")
+        if name == "dataclass":
+            return True
+    return False
+
+
+def _is_property(decorator: ast.expr) -> bool:
+    """`@property`, `@functools.cached_property`, `@cached_property`."""
+    name = decorator.attr if isinstance(decorator, ast.Attribute) else getattr(decorator, "id", "")
+    return name in ("property", "cached_property")
+
+
+def _may_be_the_projects(ref: Ref) -> bool:
+    """Whether a ref may stand for an instance of a class of the project: `Net()`, `self`, an element
+    of a container, `self.net`; not a parameter (what it is, is not followed), a module, or torch's."""
+    if ref[0] == "attr" and ref[1][0] == "inst":
+        ref = ref[1]
+    elif ref[0] not in ("call", "inst", "item"):
+        return False
+    while ref[0] in ("attr", "call", "inst", "box", "item", "wrap"):
+        ref = ref[1]
+    return ref[0] == "cls" or ref[0] == "imp" and not ref[1].startswith(("torch.", "functorch."))
 
 
 def _positional(function: ast.AST) -> list[ast.arg]:

@@ -295,7 +295,7 @@ def _check_entries(entries: dict) -> None:
         if not (isinstance(entry, dict) and entry.keys() <= _ENTRY_KEYS
                 and _is_index(entry.get("index", [False, False, False, []]))
                 and (entry.get("summary") is None or isinstance(entry["summary"], dict)
-                     and entry["summary"].keys() == _SUMMARY_KEYS)
+                     and entry["summary"].keys() >= _SUMMARY_KEYS)  # later fields are read when used
                 and all(isinstance(entry.get(key, {}), dict) for key in ("local", "finished", "mentions"))
                 and all(isinstance(found, list) and all(_is_finding(f) for f in found)
                         for key in ("local", "finished") for found in entry.get(key, {}).values())

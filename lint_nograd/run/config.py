@@ -31,6 +31,7 @@ else:  # pragma: no cover - exercised on 3.9 and 3.10 only
 
 TABLE = "lint-nograd"  # read from [tool.lint-nograd]
 STANDALONE = "lint-nograd.toml"  # `--config` may name one: the same settings, at its top level
+HIDDEN_STANDALONE = ".lint-nograd.toml"  # read as the one above, as ruff reads `.ruff.toml`
 DEFAULT_SELECT = frozenset(RULES) - OFF_BY_DEFAULT
 DEFAULT_STOP_GRADIENT = "lint_nograd.stop_gradient"
 DETACH = "detach"
@@ -130,23 +131,45 @@ def select_rules(layers: Sequence[RuleSelection]) -> frozenset[str]:
 
 
 def find_config(start: Path) -> Path | None:
-    """The nearest pyproject.toml, from `start` upwards, that has a [tool.lint-nograd] table."""
+    """The nearest settings, from `start` upwards, as ruff finds them: `.lint-nograd.toml` or
+    `lint-nograd.toml` (settings at the top level), else a pyproject.toml with a [tool.lint-nograd] table."""
     for directory in (start, *start.parents):
+        for name in HIDDEN_STANDALONE, STANDALONE:
+            if (directory / name).is_file():
+                return directory / name
         candidate = directory / "pyproject.toml"
         if candidate.is_file() and TABLE in _tool_tables(_read_toml(candidate, start)):
             return candidate
     return None
 
 
+def search_start(given: Sequence[str], cwd: Path) -> Path:
+    """Where settings and the project root are looked for: the folder that holds every path
+    given (`check ../other/pkg` is checked as `other` is configured), else the current folder."""
+    paths = [Path(os.path.abspath(cwd / path)) for path in given if path != "-"]
+    folders = [path if path.is_dir() else path.parent for path in paths]
+    if not folders:
+        return cwd
+    try:
+        return Path(os.path.commonpath(folders))
+    except ValueError:  # on different drives
+        return cwd
+
+
 def project_root(config: Config, given: Sequence[str], cwd: Path, isolated: bool) -> Path:
     """Where the project's modules are looked for, as ruff finds it: the folder of the nearest
-    pyproject.toml, else the one folder given, else the current folder."""
-    if config.path is not None:
+    pyproject.toml (or settings file) above the paths given, else of the settings, else the one
+    folder given, else the current folder. `--config` naming a file elsewhere (in a subfolder, say)
+    keeps the root of the project checked."""
+    start = search_start(given, cwd)
+    if config.path is not None and config.root in (start, *start.parents):
         return config.root
     if not isolated:
-        for directory in (cwd, *cwd.parents):
-            if (directory / "pyproject.toml").is_file():
+        for directory in (start, *start.parents):
+            if any((directory / name).is_file() for name in ("pyproject.toml", STANDALONE, HIDDEN_STANDALONE)):
                 return directory
+    if config.path is not None:
+        return config.root
     folders = [Path(os.path.abspath(cwd / path)) for path in given]
     if len(folders) == 1 and folders[0].is_dir():
         return folders[0]
@@ -154,17 +177,19 @@ def project_root(config: Config, given: Sequence[str], cwd: Path, isolated: bool
 
 
 def load_config(
-    explicit: str | None = None, cwd: Path | None = None, isolated: bool = False
+    explicit: str | None = None, cwd: Path | None = None, isolated: bool = False,
+    paths: Sequence[str] = (),
 ) -> Config:
-    """Read the settings from `explicit` if given, else the nearest pyproject.toml with some."""
+    """Read the settings from `explicit` if given, else the nearest settings above the `paths`
+    checked (the current folder when none is given)."""
     cwd = cwd or Path.cwd()
     if isolated:
         return Config(root=cwd)
-    path = Path(os.path.abspath(cwd / explicit)) if explicit else find_config(cwd)
+    path = Path(os.path.abspath(cwd / explicit)) if explicit else find_config(search_start(paths, cwd))
     if path is None:
         return Config(root=cwd)
     document = _read_toml(path, cwd)
-    if path.name == STANDALONE:  # its settings are at the top level, as in ruff.toml
+    if path.name in (STANDALONE, HIDDEN_STANDALONE):  # its settings are at the top level, as in ruff.toml
         return _parse_table(document, path, shown_path(path, cwd), where=shown_path(path, cwd))
     tables = _tool_tables(document)
     if TABLE not in tables:  # only an explicit file can lack it: a typo must not pass for no settings

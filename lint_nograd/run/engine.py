@@ -228,9 +228,8 @@ def linked(project: Project, module: str, given: frozenset[str], codes: frozense
             related = _reacher_related(project, finding, module)
             found.append((index, _at(region.span, finding.code, message_at_region(finding, region), display_path,
                                      finding.severity, finding.help, related)))
-    for region_module, region in project.reported_in(given).get(module, []):
-        finding = first_selected(region, project.reach_of(region_module, region), codes, release,
-                                 modes_that_cannot_matter(region, whole, region_module))
+    for region_module, region, reach in project.reported_in(given).get(module, []):
+        finding = first_selected(region, reach, codes, release, modes_that_cannot_matter(region, whole, region_module))
         if finding is None:
             continue
         reacher = finding.reacher
@@ -280,7 +279,13 @@ def _reacher_related(project: Project, finding: RegionFinding, here: str) -> tup
 
 
 def _callee_text(text: str) -> str:
-    """`hvp(...)` for `hvp(energy, x, v)`."""
+    """`hvp(...)` for `hvp(energy, x, v)`, `Net().export(...)` for `Net().export(x)`."""
+    if text.endswith(")") and not text.endswith("...)"):  # the whole call: drop its last arguments
+        depth = 0
+        for at in range(len(text) - 1, 0, -1):
+            depth += {")": 1, "(": -1}.get(text[at], 0)
+            if depth == 0:
+                return text[:at] + "(...)"
     return text.partition("(")[0] + "(...)"
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Optional
 
 from lint_nograd.analysis import torch_names
-from lint_nograd.project.linking import ModuleEntry, Project, module_name
+from lint_nograd.project.linking import ModuleEntry, Project, called_as, module_name_and_root
 from lint_nograd.project.summary import ModuleSummary
 from lint_nograd.report import suppression
 from lint_nograd.report.diagnostics import Diagnostic
@@ -80,6 +80,7 @@ class ProjectFile:
     index: Optional[torch_names.TextIndex] = None
     facts: Optional[engine.FileFacts] = None
     summarised: bool = False  # its facts were asked for (they are None when it cannot be read)
+    root: int = 0  # the index of the import root it is named from
 
     @property
     def task(self) -> tuple:
@@ -97,7 +98,7 @@ class Run:
         for job in jobs:
             self._add(job.path, job.display_path, roots).job = job
         self.by_module: dict[str, ProjectFile] = {}
-        for file in self.files.values():
+        for file in sorted(self.files.values(), key=lambda file: file.root):  # the first root wins
             self.by_module.setdefault(file.module, file)
         self._importers: dict[str, set[str]] | None = None
         self.findings: dict[Path, list[Diagnostic]] = {}  # of each file given, once finished
@@ -106,8 +107,8 @@ class Run:
 
     def _add(self, path: Path, shown: str, roots: Sequence[Path]) -> ProjectFile:
         if path not in self.files:
-            name, package = module_name(path, roots)
-            self.files[path] = ProjectFile(path, shown, name, package)
+            name, package, root = module_name_and_root(path, roots)
+            self.files[path] = ProjectFile(path, shown, name, package, root=root)
         return self.files[path]
 
     def linked(self) -> Project:
@@ -150,7 +151,7 @@ class Run:
         may define a function returning what it computes in a region to a file calling backward."""
         if file.index is None:
             return False
-        if file.index.applies and file.module in self.leading_to_regions:
+        if file.index.applies and (file.module in self.leading_to_regions or file.module in self.helpers):
             return True
         return file.index.regions and any(self.by_module[importer].index and self.by_module[importer].index.backward
                                           for importer in self.importers().get(file.module, ()))
@@ -159,6 +160,15 @@ class Run:
     def leading_to_regions(self) -> set[str]:
         """The modules that name a grad-disabling API, and those whose imports lead to one."""
         return self._leading_to({f.module for f in self.files.values() if f.index is not None and f.index.regions})
+
+    @functools.cached_property
+    def helpers(self) -> set[str]:
+        """The modules that may apply a transform or tracer and that a module leading to a region
+        imports, directly or not: their functions may transform what that module hands them
+        (`loss(net, z, t)` with `def loss(model, z, t)` applying `jvp` to `model`)."""
+        applying = {f.module for f in self.files.values() if f.index is not None and f.index.applies}
+        return {module for module in applying - self.leading_to_regions
+                if self._leading_to({module}) & self.leading_to_regions}
 
     @functools.cached_property
     def transforming(self) -> set[str]:
@@ -313,16 +323,19 @@ class Run:
         for (module, function, _), (_, sourced) in project.helpers():
             if sourced:
                 wanted.setdefault((module, False), set()).add(function)
+        for module, function, _ in project.transformed_parameters():  # whatever a call passes them is reached
+            wanted.setdefault((module, False), set()).add(function)
+        for module, function in project.callers_wanted():  # what they pass is stored and run
+            wanted.setdefault((module, False), set()).add(function)
         for module in project.loaded():
             for name, function in project.summary(module).functions.items():
                 if function.returns_region:
                     wanted.setdefault((module, True), set()).add(name)
         found = []
         for (module, backward), names in sorted(wanted.items()):
-            names = {name.split("#")[0] for name in names if name.split("#")[0].isidentifier()}
-            importers = set(self.importers().get(module, ()))
-            for package in _packages(module):  # `from pkg import hvp` re-exported by pkg/__init__.py
-                importers |= self.importers().get(package, set())
+            names = {called for name in names if (called := called_as(name))}
+            # through any number of modules: `Net().export(x)` with `export` in a base class of `Net`
+            importers = {m for m in self._leading_to({module, *_packages(module)}) if m in self.by_module} - {module}
             for importer in sorted(importers):
                 file = self.by_module[importer]
                 if not file.summarised and file.index is not None and (file.index.backward or not backward) \

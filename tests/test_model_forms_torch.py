@@ -1,0 +1,163 @@
+"""The calls of the fixture projects that reach a region through how the model is built (module
+containers, inheritance, models handed to a loss or a trainer, stored functions) run with
+PyTorch: each changes results, as `check` says (traced graph vs eager gradients; forward vs
+reverse mode), and the look-alikes it leaves silent do not."""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch.func import jacfwd, jacrev  # noqa: E402
+
+PROJECTS = Path(__file__).parent / "fixtures" / "projects"
+X = torch.tensor([1.0, 2.0, 4.0], dtype=torch.float64)
+
+
+@pytest.fixture
+def project(request):
+    """Import a fixture project's `pkg`; forget it afterwards (the projects reuse package names)."""
+    root = str(PROJECTS / request.param)
+    sys.path.insert(0, root)
+    try:
+        yield importlib.import_module
+    finally:
+        sys.path.remove(root)
+        for name in [name for name in sys.modules if name == "pkg" or name.startswith("pkg.")]:
+            del sys.modules[name]
+
+
+def traced_minus_eager(module, traced) -> float:
+    """The largest difference between the input gradients of a traced module and of eager mode."""
+    x1, x2 = X.clone().requires_grad_(), X.clone().requires_grad_()
+    traced(x1).sum().backward()
+    module(x2).sum().backward()
+    return float((x1.grad - x2.grad).abs().max())
+
+
+def forward_minus_reverse(function) -> float:
+    return float((jacfwd(function)(X) - jacrev(function)(X)).abs().max())
+
+
+def fx(module):
+    return torch.fx.symbolic_trace(module)
+
+
+def jit(module):
+    return torch.jit.trace(module, (X,))
+
+
+@pytest.mark.parametrize("project", ["containers"], indirect=True)
+@pytest.mark.parametrize(("name", "how"), [("Encoder", fx), ("Heads", jit), ("WithChild", fx)])
+def test_containers_traced(project, name, how):
+    module = getattr(project("pkg.models"), name)().double()
+    assert traced_minus_eager(module, how(module)) > 0.1
+
+
+@pytest.mark.parametrize("project", ["containers"], indirect=True)
+@pytest.mark.parametrize("name", ["Stack", "Indexed", "Paired"])
+def test_containers_in_forward_mode(project, name):
+    assert forward_minus_reverse(getattr(project("pkg.models"), name)().double()) > 0.1
+
+
+@pytest.mark.parametrize("project", ["containers"], indirect=True)
+def test_a_container_traced_itself(project):
+    blocks = project("pkg.blocks")
+    module = torch.nn.Sequential(blocks.Direct(), torch.nn.Identity())
+    assert traced_minus_eager(module, jit(module)) > 0.1
+
+
+@pytest.mark.parametrize("project", ["containers"], indirect=True)
+def test_container_look_alikes_hold_regions_nothing_reaches(project):
+    """`Spare` is held but never run by a traced forward: tracing `Encoder` never runs it."""
+    models, blocks = project("pkg.models"), project("pkg.blocks")
+    ran = []
+    blocks.Spare.forward = lambda self, x: ran.append(x) or x
+    fx(models.Encoder().double())
+    jit(models.Heads().double())
+    assert ran == []
+
+
+def reverse_tangent(function, z):
+    """What jvp(function, (z,), (ones,)) computes, by reverse mode (which respects regions)."""
+    return jacrev(function)(z) @ torch.ones_like(z)
+
+
+@pytest.mark.parametrize("project", ["models_handed_around"], indirect=True)
+def test_a_model_handed_to_a_loss_that_applies_jvp_to_a_closure_over_it(project):
+    losses, nets = project("pkg.losses"), project("pkg.nets")
+    for model in (nets.Velocity(), nets.Scored()):
+        forward = losses.flow_matching_loss(model, X, 1.0) if isinstance(model, nets.Velocity) \
+            else losses.train_step(model, X)
+        assert float((forward - reverse_tangent(model, X)).abs().max()) > 0.1
+
+
+@pytest.mark.parametrize("project", ["models_handed_around"], indirect=True)
+def test_a_model_kept_by_a_trainer(project):
+    losses, nets = project("pkg.losses"), project("pkg.nets")
+    teacher = nets.Teacher()
+    assert float((losses.Trainer(teacher).tangent(X) - reverse_tangent(teacher, X)).abs().max()) > 0.1
+    traced = nets.Traced()
+    graph = losses.GraphMaker(traced).graph(X.clone())
+    assert traced_minus_eager(traced, graph) > 0.1
+
+
+@pytest.mark.parametrize("project", ["inheritance"], indirect=True)
+def test_a_base_class_method_that_traces_or_transforms_self(project):
+    nets = project("pkg.nets")
+    exported = nets.Exported()
+    assert traced_minus_eager(exported, exported.export((X,))) > 0.1
+    sensitive = nets.Sensitive()
+    assert float((sensitive.sensitivity(X) - jacrev(sensitive)(X)).abs().max()) > 0.1
+
+
+@pytest.mark.parametrize("project", ["inheritance"], indirect=True)
+def test_super_along_the_chain(project):
+    nets = project("pkg.nets")
+    deepest = nets.Deepest()
+    assert traced_minus_eager(deepest, fx(deepest)) > 0.1
+    assert forward_minus_reverse(nets.Scaled()) > 0.1
+
+
+@pytest.mark.parametrize("project", ["inheritance"], indirect=True)
+def test_inheritance_look_alikes_agree(project):
+    """`Overrides.forward` never runs the region of `Plain.forward`: traced and eager agree."""
+    overrides = project("pkg.nets").Overrides()
+    assert traced_minus_eager(overrides, fx(overrides)) == 0
+
+
+def test_regions_spelled_through_a_variable_and_type_checking_names():
+    """fixtures/checker/ng004_region_objects.py: the regions held in a variable or on `self` change
+    forward-mode results; the look-alikes (another context manager, a name bound to torch's
+    `no_grad` only for type checkers) do not."""
+    path = Path(__file__).parent / "fixtures" / "checker" / "ng004_region_objects.py"
+    spec = importlib.util.spec_from_file_location("ng004_region_objects", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert forward_minus_reverse(module.held_in_a_variable) > 0.1
+    assert forward_minus_reverse(module.Held()) > 0.1
+    assert forward_minus_reverse(module.not_a_region) == 0
+    assert forward_minus_reverse(module.named_at_type_checking_only) == 0
+
+
+@pytest.mark.parametrize("project", ["stored_functions"], indirect=True)
+def test_functions_stored_on_a_module_a_config_or_as_a_default(project):
+    nets, parts = project("pkg.nets"), project("pkg.parts")
+    for module in (nets.Block(residual=parts.smooth), nets.Configured(nets.Config(act=parts.sharpen)),
+                   nets.Defaulted()):
+        assert forward_minus_reverse(module) > 0.1, type(module).__name__
+    assert forward_minus_reverse(nets.Configured(nets.Config())) == 0  # the field's default holds no region
+
+
+def test_a_property_read_by_a_traced_forward():
+    """fixtures/checker/ng005_properties.py: the property `forward` reads is traced without its region."""
+    path = Path(__file__).parent / "fixtures" / "checker" / "ng005_properties.py"
+    spec = importlib.util.spec_from_file_location("ng005_properties", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    centred = module.Centred()
+    assert traced_minus_eager(centred, jit(centred)) > 0.1

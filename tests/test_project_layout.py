@@ -1,0 +1,82 @@
+"""The project as Python sees it: module names from the nearest import root (`src` layout), the
+first root winning when two hold one module, and the project root and settings found above the
+paths checked, never from the working directory."""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from lint_nograd import cli
+from lint_nograd.project.linking import module_name_and_root
+
+PROJECTS = Path(__file__).parent / "fixtures" / "projects"
+
+
+def check(cwd: Path, args: list[str], capsys) -> tuple[str, int]:
+    old = Path.cwd()
+    os.chdir(cwd)
+    try:
+        status = cli.main(["check", "--no-cache", "--output-format", "concise", *args])
+    finally:
+        os.chdir(old)
+    out, _ = capsys.readouterr()
+    return out, status
+
+
+def test_a_file_under_src_is_named_from_src(tmp_path):
+    roots = [tmp_path, tmp_path / "src"]
+    assert module_name_and_root(tmp_path / "src" / "pkg" / "model.py", roots) == ("pkg.model", False, 1)
+    assert module_name_and_root(tmp_path / "pkg" / "__init__.py", roots) == ("pkg", True, 0)
+    assert module_name_and_root(tmp_path.parent / "elsewhere.py", roots)[2] == 2
+
+
+def test_the_first_root_wins_when_two_hold_one_module(tmp_path, capsys):
+    """`pkg/model.py` at the top and in `src/`: `from pkg.model import loss` is the first one,
+    as on `sys.path = [".", "src"]`."""
+    project = tmp_path / "project"
+    shutil.copytree(PROJECTS / "src_layout", project)
+    shutil.copytree(project / "src" / "pkg", project / "pkg")
+    (project / "pkg" / "train.py").unlink()
+    (project / "pkg" / "model.py").write_text("def loss(x):\n    return (x ** 3).sum()\n")
+    out, status = check(project, ["src/pkg/train.py"], capsys)
+    assert (out, status) == ("No findings.\n", 0)
+    (project / "pkg" / "model.py").unlink()
+    (project / "pkg" / "__init__.py").unlink()
+    out, status = check(project, ["src/pkg/train.py"], capsys)
+    assert "NG004 `jacfwd(...)` reaches the `no_grad` region of `loss`" in out and status == 1
+
+
+def test_the_same_findings_from_inside_another_project(tmp_path, capsys):
+    project = tmp_path / "project"
+    shutil.copytree(PROJECTS / "cross_module", project)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "pyproject.toml").write_text("[tool.lint-nograd]\nignore = [\"NG004\"]\n")
+    expected, status = check(project, ["pkg/train.py", "pkg/forms.py"], capsys)
+    assert status == 1 and "NG004" in expected
+    got, _ = check(other, ["../project/pkg/train.py", "../project/pkg/forms.py"], capsys)
+    shown = got.partition("pkg/")[0]  # how paths outside the working directory are shown
+    assert got == expected.replace("pkg/", f"{shown}pkg/") and shown.rstrip("/").endswith("project")
+
+
+def test_settings_files_at_a_project_root_are_read_like_ruff_toml(tmp_path, capsys):
+    project = tmp_path / "project"
+    shutil.copytree(PROJECTS / "cross_module", project)
+    everything, _ = check(project, ["pkg"], capsys)
+    assert "NG006" in everything
+    for name in ("lint-nograd.toml", ".lint-nograd.toml"):
+        (project / name).write_text("ignore = [\"NG006\"]\ntorch-version = \"2.13\"\n")
+        got, _ = check(project / "pkg", ["."], capsys)
+        assert "NG006" not in got and "NG004" in got, name
+        (project / name).unlink()
+
+
+def test_a_config_in_a_subfolder_keeps_the_import_roots_of_the_project(tmp_path, capsys):
+    project = tmp_path / "project"
+    shutil.copytree(PROJECTS / "cross_module", project)
+    (project / "settings").mkdir()
+    (project / "settings" / "lint-nograd.toml").write_text("torch-version = \"2.13\"\n")
+    expected, _ = check(project, ["pkg/train.py"], capsys)
+    got, _ = check(project, ["--config", "settings/lint-nograd.toml", "pkg/train.py"], capsys)
+    assert got == expected and "reaches the `no_grad` region of `loss`" in got
