@@ -128,3 +128,10 @@ def first_selected(region: Region, reach: dict[str, Reacher], codes: frozenset[s
         return None
     worst = next(findings_for(region, reach, release, cannot_matter), None)
     return worst if worst is not None and worst.code in codes else None
+
+
+def region_code(region: Region, reach: dict[str, Reacher], release: Behaviour,
+                cannot_matter: frozenset[str] = frozenset()) -> Optional[str]:
+    """The code of a region's one finding, selected or not: that of the worst mode reaching it."""
+    worst = next(findings_for(region, reach, release, cannot_matter), None)
+    return worst.code if worst is not None else None

@@ -28,8 +28,9 @@ from lint_nograd.checks.region_in_reached_function import (
     call_name,
     first_selected,
     message_at_reacher,
-    modes_that_cannot_matter,
     message_at_region,
+    modes_that_cannot_matter,
+    region_code,
 )
 from lint_nograd.project.linking import ModuleEntry, Project, Reacher
 from lint_nograd.project.summary import ModuleSummary, Span, display_name, span_of, summarise
@@ -229,8 +230,11 @@ def linked(project: Project, module: str, given: frozenset[str], codes: frozense
             found.append((index, _at(region.span, finding.code, message_at_region(finding, region), display_path,
                                      finding.severity, finding.help, related)))
     for region_module, region, reach in project.reported_in(given).get(module, []):
-        finding = first_selected(region, reach, codes, release, modes_that_cannot_matter(region, whole, region_module))
-        if finding is None:
+        cannot_matter = modes_that_cannot_matter(region, whole, region_module)
+        finding = first_selected(region, reach, codes, release, cannot_matter)
+        # one problem, one code: a call is told of a region in the mode that is the region's worst
+        if finding is None or finding.code != region_code(region, project.reach_of(region_module, region), release,
+                                                          cannot_matter):
             continue
         reacher = finding.reacher
         at_module, span, text = reacher.via or (reacher.module, reacher.span, reacher.text)
