@@ -80,7 +80,8 @@ def main(arguments: list[str]) -> None:
         raise
     except BaseException as error:  # print it as Python would, without the frames of this runner
         traceback = error.__traceback__
-        while traceback is not None and traceback.tb_frame.f_code.co_filename in (__file__, runpy.__file__):
+        while traceback is not None and traceback.tb_frame.f_code.co_filename in (
+                __file__, runpy.__file__, "<frozen runpy>"):
             traceback = traceback.tb_next
         sys.excepthook(type(error), error, traceback)
         raise SystemExit(1)

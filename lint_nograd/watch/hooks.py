@@ -16,6 +16,7 @@ constants change nothing, and are not findings. Imports torch.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import os
 import re
@@ -207,8 +208,7 @@ class Watcher:
                 state.__exit__(None, None, None)
             changed = state.seen
         else:
-            graph, count = state
-            changed = _node_count(graph) > count
+            changed = _records_program_values(*state)
         if changed:
             self.record(code, region.api, place, site)
 
@@ -218,17 +218,16 @@ class Watcher:
         state = self.jit_state()
         if state is not None:
             graph = state.graph()
-            return graph, _node_count(graph)
+            return graph, len(_nodes(graph))
         proxy = self.proxy_mode()
         if proxy is not None:
             if getattr(proxy, "pre_dispatch", False):
                 return None, 0
-            graph = proxy.tracer.graph
-            return graph, len(graph.nodes)
+            return proxy.tracer.graph, len(_nodes(proxy.tracer.graph))
         if self.fx_tracing():
             tracer = self.fx_tracer(frame)
             if tracer is not None and not isinstance(tracer, self.make_fx_tracer):
-                return tracer.graph, len(tracer.graph.nodes)
+                return tracer.graph, len(_nodes(tracer.graph))
         return None, 0
 
     def fx_tracer(self, frame: Optional[types.FrameType]):
@@ -397,11 +396,23 @@ def _columns(code: types.CodeType, lasti: int, row: int, api: str = "") -> tuple
     return row, len(text) - len(text.lstrip()) + 1, row, len(text) + 1
 
 
-def _node_count(graph) -> int:
-    """The nodes of a graph: an fx Graph knows its length, a TorchScript graph is counted."""
-    if hasattr(graph, "nodes") and not callable(graph.nodes):
-        return len(graph.nodes)
-    return sum(1 for _ in graph.nodes())
+def _nodes(graph) -> list:
+    """The nodes of an fx Graph or of a TorchScript graph, in order."""
+    return list(graph.nodes) if isinstance(graph, torch.fx.Graph) else list(graph.nodes())
+
+
+def _records_program_values(graph, count: int) -> bool:
+    """Whether the nodes recorded after the first `count` compute on the program's values: an input of the
+    traced function, a value recorded before the region, or an attribute of the traced module.
+    Nodes that only make constants (`torch.ones(3) * 2`) change nothing."""
+    new = _nodes(graph)[count:]
+    if isinstance(graph, torch.fx.Graph):
+        added = set(new)
+        return any(node.op == "get_attr" or any(used not in added for used in node.all_input_nodes)
+                   for node in new if node.op != "output")
+    made = {value.debugName() for node in new for value in node.outputs()}  # TorchScript nodes: by value
+    return any(node.kind() == "prim::GetAttr" or any(value.debugName() not in made for value in node.inputs())
+               for node in new)
 
 
 class _TangentWatch(TorchFunctionMode):
@@ -546,7 +557,7 @@ def _hooks(w: Watcher) -> list[tuple[type, str, Any]]:
             w.local.dual_levels.pop()
         return dual_exit(self, *exc)
 
-    return [
+    hooks = [
         (no_grad, "__enter__", no_grad__enter__), (no_grad, "__exit__", exit_of(no_grad)),
         (enable_grad, "__enter__", enable_grad__enter__), (enable_grad, "__exit__", exit_of(enable_grad)),
         (set_grad_enabled, "__init__", set_grad_enabled__init__),
@@ -561,6 +572,9 @@ def _hooks(w: Watcher) -> list[tuple[type, str, Any]]:
         (forward_ad.dual_level, "__enter__", dual_level__enter__),
         (forward_ad.dual_level, "__exit__", dual_level__exit__),
     ]
+    # TorchScript compiles a context manager's methods from their source: it finds the original's
+    # through __wrapped__, and a scripted function keeps its region
+    return [(cls, name, functools.wraps(cls.__dict__[name])(wrapper)) for cls, name, wrapper in hooks]
 
 
 WATCHER: Optional[Watcher] = None
