@@ -70,7 +70,7 @@ def main(arguments: list[str]) -> None:
     sys.path[0] = os.path.dirname(os.path.abspath(target)) if kind == "script" else os.getcwd()
     try:
         if kind == "script":
-            runpy.run_path(target, run_name="__main__")
+            runpy.run_path(os.path.abspath(target), run_name="__main__")
         else:
             sys.argv[0] = target  # runpy sets the module's file
             runpy.run_module(target, run_name="__main__", alter_sys=True)
@@ -83,7 +83,7 @@ def main(arguments: list[str]) -> None:
         while traceback is not None and traceback.tb_frame.f_code.co_filename in (
                 __file__, runpy.__file__, "<frozen runpy>"):
             traceback = traceback.tb_next
-        sys.excepthook(type(error), error, traceback)
+        sys.excepthook(type(error), error.with_traceback(traceback), traceback)
         raise SystemExit(1)
 
 

@@ -148,10 +148,20 @@ class Watcher:
             return self.local.stack
 
     def opened(self, region: _Region) -> None:
-        self.stack().append(region)
+        stack = self.stack()
+        if stack and stack[-1].watch is not None and not region.disabling:
+            self.pause(stack[-1], region)
+        stack.append(region)
         if region.disabling and (getattr(self.fwad, self.forward_attribute) >= 0 or self.fx_tracing()
                                  or self.jit_state() is not None):
             self.watch(region)
+
+    def pause(self, watched: _Region, enabling: _Region) -> None:
+        """Grad mode on again inside a watched region (`enable_grad`): what a tracer records until
+        it ends is not the region's."""
+        if watched.watch[0] == "NG005":
+            graph = watched.watch[3][0]
+            enabling.watch = ("pause", watched, len(_nodes(graph)))
 
     def closed(self, manager) -> None:
         stack = self.stack()
@@ -199,9 +209,14 @@ class Watcher:
             return
         graph, count = self.recording_graph(region.frame)
         if graph is not None:
-            region.watch = ("NG005", place, site, (graph, count))
+            region.watch = ("NG005", place, site, (graph, count, []))
 
     def finish(self, region: _Region) -> None:
+        if region.watch[0] == "pause":
+            _, watched, start = region.watch
+            graph, count, skipped = watched.watch[3]
+            skipped.append(range(start, len(_nodes(graph))))
+            return
         code, place, site, state = region.watch
         if code == "NG004":
             with contextlib.suppress(Exception):  # a mode the program left open above ours
@@ -401,11 +416,13 @@ def _nodes(graph) -> list:
     return list(graph.nodes) if isinstance(graph, torch.fx.Graph) else list(graph.nodes())
 
 
-def _records_program_values(graph, count: int) -> bool:
-    """Whether the nodes recorded after the first `count` compute on the program's values: an input of the
-    traced function, a value recorded before the region, or an attribute of the traced module.
-    Nodes that only make constants (`torch.ones(3) * 2`) change nothing."""
-    new = _nodes(graph)[count:]
+def _records_program_values(graph, count: int, skipped: list[range]) -> bool:
+    """Whether the nodes recorded after the first `count` (but those `skipped`, recorded with grad
+    mode on again) compute on the program's values: an input of the traced function, a value
+    recorded before the region, or an attribute of the traced module. Nodes that only make
+    constants (`torch.ones(3) * 2`) change nothing."""
+    nodes = _nodes(graph)
+    new = [node for index, node in enumerate(nodes[count:], count) if not any(index in gap for gap in skipped)]
     if isinstance(graph, torch.fx.Graph):
         added = set(new)
         return any(node.op == "get_attr" or any(used not in added for used in node.all_input_nodes)
@@ -425,7 +442,7 @@ class _TangentWatch(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         result = func(*args, **(kwargs or {}))
-        if not self.seen:
+        if not self.seen and not torch.is_grad_enabled():  # not under an enable_grad inside the region
             self.seen = self.carries_tangent(result)
         return result
 

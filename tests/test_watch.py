@@ -1,0 +1,382 @@
+"""`python -m lint_nograd.watch`: real programs, run under the watcher on the installed torch.
+
+Each test writes small programs to tmp_path and runs them in one interpreter (torch takes seconds
+to import): the findings are read from the JSON report, by the rows the program marks with
+comments (`# name`), and every positive comes with the values that show it is real.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from lint_nograd.analysis.entry_points import ENTRY_POINTS, KEEPS  # noqa: E402
+from lint_nograd.report.output import render  # noqa: E402
+from lint_nograd.watch import hooks  # noqa: E402
+from lint_nograd.watch.torch_names import NAMES, names_for  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def write(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def rows(path: Path) -> dict[str, int]:
+    """`# name` at the end of a line -> its row."""
+    return {line.rpartition("# ")[2].strip(): number
+            for number, line in enumerate(path.read_text().splitlines(), 1) if "# " in line}
+
+
+def run(command: list[str], cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    environment = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", **(env or {})}
+    environment.pop("LINT_NOGRAD_WATCH", None)
+    environment.update(env or {})
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=300, env=environment)
+
+
+def watch(script: Path, *arguments: str) -> tuple[list[dict], subprocess.CompletedProcess]:
+    """Run `script` with `arguments` under the watcher; its JSON report and how it ran."""
+    report = script.parent / "report.json"
+    done = run([sys.executable, "-m", "lint_nograd.watch", "--output-format", "json", "-o", str(report),
+                script.name, *arguments], script.parent)
+    return json.loads(report.read_text()), done
+
+
+def found(report: list[dict]) -> set[tuple]:
+    """(code, file, row, the related place's row) of each finding."""
+    return {(d["code"], Path(d["filename"]).name, d["location"]["row"], d["related"][0]["location"]["row"])
+            for d in report}
+
+
+ENTRY_POINTS_PROGRAM = """\
+    import torch, torch.func as tf
+    import torch.autograd.forward_ad as fwAD
+    import torch.autograd.functional as AF
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.ao.quantization import get_default_qconfig_mapping, get_default_qat_qconfig_mapping
+    from torch.ao.quantization.quantize_fx import prepare_fx, prepare_qat_fx
+
+    def f(x):
+        with torch.no_grad():  # region
+            s = x * x
+        return (s * x).sum()
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return f(x)
+
+    x, one = torch.tensor([1.5]), torch.ones(1)
+    print("jvp", tf.jvp(f, (x,), (one,))[1].item())  # jvp
+    tf.jacfwd(f)(x)  # jacfwd
+    tf.hessian(f)(x)  # hessian
+    tf.linearize(f, x)[1](one)  # linearize
+    AF.jacobian(f, x, strategy="forward-mode", vectorize=True)  # jacobian
+    AF.hessian(f, x, outer_jacobian_strategy="forward-mode", vectorize=True)  # functional hessian
+    with fwAD.dual_level():  # dual_level
+        fwAD.unpack_dual(f(fwAD.make_dual(x, one)))
+    traced = torch.fx.symbolic_trace(f)  # symbolic_trace
+    torch.fx.Tracer().trace(M())  # Tracer.trace
+    torch.jit.trace(f, x)  # torch.jit.trace
+    torch.jit.trace_module(M(), {"forward": x})  # torch.jit.trace_module
+    make_fx(f)(x)  # make_fx
+    prepare_fx(M(), get_default_qconfig_mapping(), (x,))  # prepare_fx
+    prepare_qat_fx(M().train(), get_default_qat_qconfig_mapping(), (x,))  # prepare_qat_fx
+    # reverse mode respects the region: nothing to report
+    print("grad", tf.grad(f)(x).item(), tf.jacrev(f)(x).item(), tf.vjp(f, x)[1](torch.tensor(1.0))[0].item())
+    AF.jacobian(f, x), AF.hessian(f, x), AF.vjp(f, x), AF.jvp(f, x, one), AF.vhp(f, x, one), AF.hvp(f, x, one)
+    eager, leaf = x.clone().requires_grad_(), x.clone().requires_grad_()
+    f(eager).backward(), traced(leaf).backward()
+    print("traced", eager.grad.item(), leaf.grad.item())
+
+    # transforms called inside a region
+    with torch.no_grad():  # outer no_grad
+        tf.grad(f)(x)  # in no_grad: grad
+        tf.grad_and_value(f)(x)  # in no_grad: grad_and_value
+        tf.vjp(f, x)  # in no_grad: vjp
+        tf.jacrev(f)(x)  # in no_grad: jacrev
+        tf.jvp(f, (x,), (one,))  # in no_grad: jvp
+        tf.jacfwd(f)(x)  # in no_grad: jacfwd
+        tf.hessian(f)(x)  # in no_grad: hessian
+        tf.linearize(f, x)  # in no_grad: linearize
+        tf.vmap(f)(x)  # in no_grad: vmap only
+        AF.jacobian(f, x)  # in no_grad: not a torch.func transform
+    with torch.inference_mode():  # outer inference_mode
+        tf.grad(f)(x)  # in inference_mode: grad
+        tf.linearize(f, x)  # in inference_mode: linearize
+"""
+
+
+def test_every_transform_and_tracer_of_the_table(tmp_path):
+    script = write(tmp_path, "program.py", ENTRY_POINTS_PROGRAM)
+    report, done = watch(script)
+    at = rows(script)
+    misreading = {entry.name for entry in ENTRY_POINTS if entry.modes != (KEEPS,)} | {"dual_level"}
+    if "torchvision" not in sys.modules:  # not installed with the tests: no program can call it
+        misreading.discard("create_feature_extractor")
+    forward = {"jvp", "jacfwd", "hessian", "linearize", "jacobian", "functional hessian", "dual_level"}
+    tracers = {"symbolic_trace", "Tracer.trace", "torch.jit.trace", "torch.jit.trace_module", "make_fx",
+               "prepare_fx", "prepare_qat_fx"}
+    assert {name.removeprefix("functional ") for name in forward | tracers} >= misreading - {
+        "grad", "grad_and_value", "vjp", "jacrev", "vhp", "hvp"}
+    expected = {("NG004", "program.py", at["region"], at[name]) for name in forward}
+    expected |= {("NG005", "program.py", at["region"], at[name]) for name in tracers}
+    expected |= {("NG001", "program.py", at[f"in no_grad: {name}"], at["outer no_grad"])
+                 for name in ("grad", "grad_and_value", "vjp", "jacrev", "jvp", "jacfwd", "hessian", "linearize")}
+    expected |= {("NG002", "program.py", at[f"in inference_mode: {name}"], at["outer inference_mode"])
+                 for name in ("grad", "linearize")}
+    # and the forward-mode ones among them reach the region inside f, as anywhere else
+    expected |= {("NG004", "program.py", at["region"], at[f"in no_grad: {name}"])
+                 for name in ("jvp", "jacfwd", "hessian", "linearize")}
+    assert found(report) == expected
+    # the findings are real: forward mode and the traced graph differentiate through the region
+    values = dict(line.split(" ", 1) for line in done.stdout.splitlines())
+    assert float(values["jvp"]) == pytest.approx(6.75) and values["grad"].split()[0] == "2.25"
+    assert values["traced"].split() == ["2.25", "6.75"]
+    # the messages: the call each finding is about, and what torch 2.13 does under inference_mode
+    by_row = {d["location"]["row"]: d for d in report}
+    assert by_row[at["in inference_mode: linearize"]]["severity"] == "error"
+    assert "returns zeros" in by_row[at["in inference_mode: linearize"]]["message"]
+    assert by_row[at["in inference_mode: grad"]]["severity"] == "warning"
+    assert by_row[at["in no_grad: grad"]]["message"].startswith("`grad(...)` ignores the `no_grad` region")
+    # the program ran as it does with python: same output, same exit status
+    plain = run([sys.executable, script.name], tmp_path)
+    assert (done.stdout, done.returncode) == (plain.stdout, plain.returncode) == (plain.stdout, 0)
+
+
+FORMS_PROGRAM = """\
+    import sys, threading
+    import torch, torch.func as tf
+    from torch.fx.experimental.proxy_tensor import make_fx
+    sys.path.insert(0, sys.argv[1])
+    import helpers
+
+    @torch.no_grad()  # decorator
+    def decorated(x):
+        return x * x
+
+    @torch.no_grad  # bare decorator
+    def bare(x):
+        return x * x
+
+    @torch.set_grad_enabled(False)  # set_grad_enabled decorator
+    def switched(x):
+        return x * x
+
+    @torch.inference_mode()  # inference decorator
+    def inferred(x):
+        return x * x
+
+    def statements(x):
+        with torch.set_grad_enabled(False):  # with set_grad_enabled
+            a = x * x
+        with torch.no_grad():  # nested no_grad
+            with torch.enable_grad():
+                b = x * x  # grad on again: not a region
+        return decorated(x) + bare(x) + switched(x) + inferred(x) + a + b
+
+    def second_iteration(x):
+        for step in range(2):
+            if step == 1:
+                with torch.no_grad():  # second iteration
+                    x = x * 2
+        return x
+
+    x, one = torch.tensor(1.5), torch.tensor(1.0)
+    tf.jvp(statements, (x,), (one,))  # jvp statements
+    make_fx(statements)(x)  # make_fx statements
+    tf.jacfwd(second_iteration)(x)  # jacfwd second
+    tf.jvp(helpers.normalized, (x,), (one,))  # jvp library
+    thread = threading.Thread(target=lambda: tf.jvp(decorated, (x,), (one,)))  # thread
+    thread.start(); thread.join()
+    torch.set_grad_enabled(False)  # statement off
+    tf.vjp(decorated, x)  # vjp after statement
+    torch.set_grad_enabled(True)
+    tf.vjp(decorated, x)
+"""
+
+LIBRARY = """\
+    import torch
+
+    def normalized(x):
+        with torch.no_grad():  # library region
+            scale = x.abs() + 1
+        return x / scale
+"""
+
+
+def test_decorator_and_statement_forms_library_code_a_second_iteration_and_a_thread(tmp_path):
+    library = write(tmp_path / "site", "helpers.py", LIBRARY)
+    script = write(tmp_path / "project", "program.py", FORMS_PROGRAM)
+    report, done = watch(script, str(tmp_path / "site"))
+    assert done.returncode == 0, done.stderr
+    at, lib = rows(script), rows(library)
+    regions = ("decorator", "bare decorator", "set_grad_enabled decorator", "with set_grad_enabled")
+    expected = {("NG004", "program.py", at[region], at["jvp statements"]) for region in regions}
+    expected |= {("NG005", "program.py", at[region], at["make_fx statements"])
+                 for region in (*regions, "inference decorator")}  # make_fx drops inference_mode too
+    expected |= {
+        ("NG004", "program.py", at["second iteration"], at["jacfwd second"]),
+        ("NG004", "helpers.py", lib["library region"], at["jvp library"]),
+        ("NG004", "program.py", at["decorator"], at["thread"]),
+        ("NG001", "program.py", at["vjp after statement"], at["statement off"]),
+    }
+    assert found(report) == expected
+    # a region in code outside the program is shown at its own file, with the program's call
+    [library_finding] = [d for d in report if d["filename"].endswith("helpers.py")]
+    assert os.path.isabs(library_finding["filename"]) or library_finding["filename"].startswith("..")
+    assert library_finding["related"][0]["filename"] == "program.py"
+    second = next(d for d in report if d["location"]["row"] == at["second iteration"])
+    assert second["message"].endswith("[1 hit]")
+
+
+NEGATIVES_PROGRAM = """\
+    import torch, torch.func as tf
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            with torch.no_grad():
+                scale = x.norm()
+            return self.layer(x) / scale
+
+    def constants(x):
+        with torch.no_grad():
+            c = torch.ones(4) * 2
+        return x * c
+
+    torch.manual_seed(0)
+    net, x = Net(), torch.randn(2, 4)
+    print(torch.compile(net, backend="aot_eager")(x).sum().item())
+    print(torch.jit.script(net)(x).sum().item())
+    print(torch.export.export(net, (x,)).module()(x).sum().item())
+    make_fx(net, pre_dispatch=True)(x)
+    print(tf.vmap(net)(x).sum().item())
+    params = dict(net.named_parameters())
+    print(tf.grad(lambda p: tf.functional_call(net, p, (x,)).sum())(params)["layer.bias"].sum().item())
+    print(tf.jacrev(net)(x[0]).sum().item(), tf.vjp(net, x[0])[0].sum().item())
+    tf.jvp(constants, (x[0],), (x[0],)), make_fx(constants)(x[0]), torch.fx.symbolic_trace(constants)
+    torch.jit.trace(constants, x[0])
+
+    # a plain training loop: EMA of the weights under no_grad, evaluation under inference_mode
+    ema = [p.detach().clone() for p in net.parameters()]
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+    for step in range(3):
+        loss = net(x).pow(2).mean()
+        optimizer.zero_grad(); loss.backward(); optimizer.step()
+        with torch.no_grad():
+            for average, p in zip(ema, net.parameters()):
+                average.mul_(0.9).add_(p, alpha=0.1)
+        with torch.inference_mode():
+            print(step, round(net(x).sum().item(), 4))
+"""
+
+
+def test_what_keeps_regions_or_does_not_misread_them_is_silent(tmp_path):
+    script = write(tmp_path, "program.py", NEGATIVES_PROGRAM)
+    report, done = watch(script)
+    assert done.returncode == 0, done.stderr
+    assert report == []
+    plain = run([sys.executable, script.name], tmp_path)
+    assert done.stdout == plain.stdout and len(done.stdout.splitlines()) == 9
+
+
+def test_the_command_line_keeps_the_programs_output_exit_status_and_traceback(tmp_path):
+    """No torch here: the runner alone, as `python` runs a script and a module."""
+    write(tmp_path, "exits.py", "import sys\nprint('out', sys.argv[1:])\nsys.exit(3)\n")
+    write(tmp_path, "raises.py", "def f():\n    raise ValueError('boom')\nf()\n")
+    write(tmp_path, "pkg/__init__.py", "")
+    write(tmp_path, "pkg/tool.py", "import sys\nprint(__name__, sys.argv[1:])\n")
+    for program in (["exits.py", "a", "-b"], ["raises.py"], ["-m", "pkg.tool", "--flag"]):
+        plain = run([sys.executable, *program], tmp_path)
+        watched = run([sys.executable, "-m", "lint_nograd.watch", *program], tmp_path)
+        assert (watched.stdout, watched.stderr, watched.returncode) == (plain.stdout, plain.stderr, plain.returncode)
+    assert run([sys.executable, "-m", "lint_nograd.watch", "exits.py"], tmp_path).returncode == 3
+    for usage in (["--output-format", "xml", "exits.py"], ["--nope", "exits.py"], []):
+        bad = run([sys.executable, "-m", "lint_nograd.watch", *usage], tmp_path)
+        assert bad.returncode == 2 and "usage:" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_the_environment_variable_watches_any_process_and_sarif_and_select(tmp_path):
+    script = write(tmp_path, "program.py", """\
+        import torch, torch.func as tf
+        def f(x):
+            with torch.no_grad():  # region
+                s = x * x
+            return s * x
+        print(tf.jvp(f, (torch.tensor(1.5),), (torch.tensor(1.0),))[1].item())  # jvp
+        with torch.no_grad():  # outer
+            tf.grad(f)(torch.tensor(1.5))  # grad
+    """)
+    done = run([sys.executable, script.name], tmp_path, {
+        "LINT_NOGRAD_WATCH": "1", "LINT_NOGRAD_WATCH_OUTPUT": str(tmp_path / "{pid}.sarif"),
+        "LINT_NOGRAD_WATCH_FORMAT": "sarif"})
+    assert done.returncode == 0 and done.stdout == "6.75\n", done.stderr
+    [path] = tmp_path.glob("*.sarif")
+    results = json.loads(path.read_text())["runs"][0]["results"]
+    at = rows(script)
+    assert sorted((r["ruleId"], r["locations"][0]["physicalLocation"]["region"]["startLine"]) for r in results) == [
+        ("NG001", at["grad"]), ("NG004", at["region"])]
+    # text on standard error, only the codes selected
+    text = run([sys.executable, "-m", "lint_nograd.watch", "--select", "NG004", script.name], tmp_path)
+    assert text.stdout == "6.75\n" and f"program.py:{at['region']}:10: NG004 " in text.stderr
+    assert "NG001" not in text.stderr and "Found 1 error." in text.stderr
+
+
+def test_the_pytest_plugin_reports_and_fails_only_when_strict(tmp_path):
+    write(tmp_path, "test_model.py", """\
+        import torch, torch.func as tf
+        def f(x):
+            with torch.no_grad():
+                s = x * x
+            return s * x
+        def test_jvp():
+            assert tf.jvp(f, (torch.tensor(1.5),), (torch.tensor(1.0),))[1].item() == 6.75
+    """)
+    pytest_command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_model.py"]
+    strict = run([*pytest_command, "--nograd-watch-strict"], tmp_path)
+    assert strict.returncode == 1 and "1 passed" in strict.stdout
+    assert "lint-nograd watch" in strict.stdout and "test_model.py:3:10: NG004 `jvp(...)`" in strict.stdout
+    assert run([*pytest_command, "--nograd-watch"], tmp_path).returncode == 0
+
+
+def test_the_plugin_and_the_startup_hook_import_no_torch_unless_asked():
+    check = ("import sys, lint_nograd.watch.pytest_plugin, lint_nograd.watch.startup as s; "
+             "s.from_environment(); print('torch' in sys.modules)")
+    assert run([sys.executable, "-c", check], ROOT).stdout == "False\n"
+    assert run([sys.executable, "-c", check], ROOT, {"LINT_NOGRAD_WATCH": "1"}).stdout == "False\n"
+
+
+@pytest.mark.parametrize("row", NAMES, ids=lambda row: row.release)
+def test_each_row_of_private_names_is_complete(row):
+    assert row.release and all(value for value in vars(row).values() if isinstance(value, str))
+
+
+def test_every_private_name_of_this_release_resolves():
+    assert hooks.unresolved(names_for(torch.__version__)) == []
+
+
+def test_the_report_uses_checks_json_keys(tmp_path):
+    finding = hooks.Finding("NG004", "no_grad", hooks.Place("a.py", 3, 10, 3, 25),
+                            hooks.Site("jvp", hooks.Place("a.py", 8, 7, 8, 20)), hits=2)
+    from lint_nograd.watch.report import diagnostics
+
+    [diagnostic] = diagnostics([finding], "2.13.0")
+    [entry] = json.loads(render([diagnostic], "json"))
+    assert entry["message"] == "`jvp(...)` ignores this `no_grad` region: forward-mode gradients flow through it [2 hits]"
+    assert entry["related"][0]["message"] == "`jvp(...)` reaches it in forward mode"
+    assert diagnostics([finding], "2.13.0", select=("NG005",)) == []
