@@ -17,10 +17,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from lint_nograd.analysis.entry_points import ENTRY_POINTS, KEEPS  # noqa: E402
-from lint_nograd.report.output import render  # noqa: E402
-from lint_nograd.watch import hooks  # noqa: E402
-from lint_nograd.watch.torch_names import NAMES, names_for  # noqa: E402
+from lint_nograd.analysis.entry_points import ENTRY_POINTS, KEEPS
+from lint_nograd.report.output import render
+from lint_nograd.watch import hooks
+from lint_nograd.watch.torch_names import NAMES, names_for
 
 ROOT = Path(__file__).resolve().parent.parent
 

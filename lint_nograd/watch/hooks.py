@@ -24,12 +24,13 @@ import sys
 import sysconfig
 import threading
 import types
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, NamedTuple
 
 import torch
-import torch.autograd.grad_mode as grad_mode
 import torch.utils._contextlib as torch_contextlib
+from torch.autograd import grad_mode
 from torch.overrides import TorchFunctionMode
 
 import lint_nograd
@@ -82,9 +83,9 @@ class Finding:
 class _Region:
     """One open grad-mode change of a thread: a region, or a change that ends one (enable_grad)."""
 
-    __slots__ = ("manager", "api", "disabling", "inference", "frame", "row", "pending", "watch", "reported")
+    __slots__ = ("api", "disabling", "frame", "inference", "manager", "pending", "reported", "row", "watch")
 
-    def __init__(self, manager, api, disabling, inference, frame, pending=False):
+    def __init__(self, manager, api, disabling, inference, frame, pending):
         self.manager, self.api, self.disabling, self.inference = manager, api, disabling, inference
         self.frame, self.row, self.pending, self.watch = frame, frame.f_lineno, pending, None
         self.reported = None  # the transforms found started in it: one hit per region and call
@@ -121,8 +122,9 @@ class Watcher:
         self.forward_attribute = names.forward_level.rpartition(".")[2]
         fx = resolve(names.fx_tracing.rpartition(".")[0])
         fx_name = names.fx_tracing.rpartition(".")[2]
+        fx_globals = vars(fx)
         self.fx_tracing: Callable[[], bool] = (getattr(fx, fx_name) if names.fx_tracing_is_function
-                                               else lambda: getattr(fx, fx_name))
+                                               else lambda: fx_globals[fx_name])
         self.jit_state = resolve(names.jit_tracing_state)
         dispatch_mode, proxy_key = resolve(names.dispatch_mode), resolve(names.proxy_mode_key)
         self.proxy_mode = lambda: dispatch_mode(proxy_key)
@@ -134,7 +136,7 @@ class Watcher:
         self.fx_trace_code = torch.fx.Tracer.trace.__code__
         self.entry_codes: dict[types.CodeType, EntryPoint] = {}
         self.entry_modules = -1
-        self.places: dict[tuple, Optional[Place]] = {}
+        self.places: dict[tuple, Place | None] = {}
         self.originals: list[tuple[type, str, Any]] = []
 
     # -- the regions of a thread --
@@ -147,15 +149,6 @@ class Watcher:
             self.local.dual_levels = []
             return self.local.stack
 
-    def opened(self, region: _Region) -> None:
-        stack = self.stack()
-        if stack and stack[-1].watch is not None and not region.disabling:
-            self.pause(stack[-1], region)
-        stack.append(region)
-        if region.disabling and (getattr(self.fwad, self.forward_attribute) >= 0 or self.fx_tracing()
-                                 or self.jit_state() is not None):
-            self.watch(region)
-
     def pause(self, watched: _Region, enabling: _Region) -> None:
         """Grad mode on again inside a watched region (`enable_grad`): what a tracer records until
         it ends is not the region's."""
@@ -164,6 +157,7 @@ class Watcher:
             enabling.watch = ("pause", watched, len(_nodes(graph)))
 
     def closed(self, manager) -> None:
+        """The region `manager` opened ends (`NO_GRAD`: the innermost `no_grad`)."""
         stack = self.stack()
         for index in range(len(stack) - 1, -1, -1):
             if stack[index].manager is manager:
@@ -172,7 +166,7 @@ class Watcher:
                     self.finish(region)
                 return
 
-    def innermost(self) -> Optional[_Region]:
+    def innermost(self) -> _Region | None:
         stack = self.stack()
         return stack[-1] if stack else None
 
@@ -214,7 +208,7 @@ class Watcher:
     def finish(self, region: _Region) -> None:
         if region.watch[0] == "pause":
             _, watched, start = region.watch
-            graph, count, skipped = watched.watch[3]
+            graph, _, skipped = watched.watch[3]
             skipped.append(range(start, len(_nodes(graph))))
             return
         code, place, site, state = region.watch
@@ -245,7 +239,7 @@ class Watcher:
                 return tracer.graph, len(_nodes(tracer.graph))
         return None, 0
 
-    def fx_tracer(self, frame: Optional[types.FrameType]):
+    def fx_tracer(self, frame: types.FrameType | None):
         while frame is not None:
             if frame.f_code is self.fx_trace_code:
                 return frame.f_locals.get("self")
@@ -254,7 +248,7 @@ class Watcher:
 
     # -- places --
 
-    def reaching_call(self, frame: types.FrameType, transforms_only: bool = False) -> Optional[Site]:
+    def reaching_call(self, frame: types.FrameType, transforms_only: bool = False) -> Site | None:
         """The innermost call of a transform or tracer in the program's code, outward from `frame`:
         the first frame outside torch past the frames of an entry point. With `transforms_only`,
         `frame` is inside functorch and only a torch.func transform counts."""
@@ -276,7 +270,7 @@ class Watcher:
             frame = frame.f_back
         return None
 
-    def dual_level_site(self) -> Optional[Site]:
+    def dual_level_site(self) -> Site | None:
         self.stack()
         place = next((place for place in reversed(self.local.dual_levels) if place is not None), None)
         return Site("dual_level", place) if place else None
@@ -298,7 +292,7 @@ class Watcher:
                         self.entry_codes.setdefault(code, entry)
         return self.entry_codes
 
-    def region_place(self, region: _Region) -> Optional[Place]:
+    def region_place(self, region: _Region) -> Place | None:
         """Where `check` would report a region: the `with` item, the statement, the decorator;
         None for a region of torch's machinery or of lint_nograd."""
         frame = region.frame
@@ -307,7 +301,7 @@ class Watcher:
             return self.decorator_place(function, region.api) if function is not None else None
         return self.place(frame, region.row, region.api)
 
-    def place(self, frame: types.FrameType, row: int, api: str = "") -> Optional[Place]:
+    def place(self, frame: types.FrameType, row: int, api: str = "") -> Place | None:
         code = frame.f_code
         key = (code, frame.f_lasti, row)
         if key not in self.places:
@@ -318,7 +312,7 @@ class Watcher:
                 self.places[key] = Place(self.shown(path), *_columns(code, frame.f_lasti, row, api))
         return self.places[key]
 
-    def decorator_place(self, function, api: str) -> Optional[Place]:
+    def decorator_place(self, function, api: str) -> Place | None:
         code = getattr(inspect_unwrap(function), "__code__", None)
         if code is None or _machinery(code.co_filename):
             return None
@@ -465,57 +459,91 @@ class _TangentWatch(TorchFunctionMode):
                 popped.enter_context(w.pop_interpreter())
 
 
-def _hooks(w: Watcher) -> list[tuple[type, str, Any]]:
-    """(class, method, wrapper) for every grad-mode context manager the watcher wraps."""
-    import torch.autograd.forward_ad as forward_ad
+NO_GRAD = object()  # the manager of a no_grad region: its own __enter__ and __exit__ are not wrapped
 
-    no_grad, enable_grad = grad_mode.no_grad, grad_mode.enable_grad
-    set_grad_enabled, inference_mode = grad_mode.set_grad_enabled, grad_mode.inference_mode
-    set_fwd_grad_enabled = resolve(w.names.set_fwd_grad_enabled)
-    getframe = sys._getframe
+
+def _hooks(w: Watcher) -> list[tuple[type, str, Any]]:
+    """(class, method, wrapper) for every grad-mode context manager the watcher wraps. The wrappers
+    run at every region of the program: what they do there is a few lookups, bound here."""
+    from torch.autograd import forward_ad
+
+    enable_grad, set_grad_enabled = grad_mode.enable_grad, grad_mode.set_grad_enabled
+    inference_mode, set_fwd_grad_enabled = grad_mode.inference_mode, resolve(w.names.set_fwd_grad_enabled)
+    getframe, local, Region = sys._getframe, w.local, _Region
+    forward_globals, forward_name = vars(w.fwad), w.forward_attribute
+    fx_tracing, jit_state = w.fx_tracing, w.jit_state
     _DECORATOR_CODES.update(
         code for function in (torch_contextlib.context_decorator, torch_contextlib._wrap_generator)
         for code in _codes(function)[1:])
-    # no_grad's own __enter__ and __exit__ call torch.set_grad_enabled: not a region of their own
-    inside_no_grad = {no_grad.__enter__.__code__, no_grad.__exit__.__code__}
+    # no_grad goes through torch.set_grad_enabled: in its __enter__, then in its __exit__
+    no_grad_enter, no_grad_exit = grad_mode.no_grad.__enter__.__code__, grad_mode.no_grad.__exit__.__code__
     clones = {cls.clone.__code__ for cls in (set_grad_enabled, inference_mode, torch_contextlib._DecoratorContextManager)}
+
+    def opened(manager, api, disabling, inference, frame, pending=False):
+        try:
+            stack = local.stack
+        except AttributeError:
+            stack = w.stack()
+        region = Region(manager, api, disabling, inference, frame, pending)
+        if stack and not disabling and stack[-1].watch is not None:
+            w.pause(stack[-1], region)
+        stack.append(region)
+        if disabling and (forward_globals[forward_name] >= 0 or fx_tracing() or jit_state() is not None):
+            w.watch(region)
+
+    def closed(manager):
+        try:
+            stack = local.stack
+        except AttributeError:
+            return
+        if stack and stack[-1].manager is manager and stack[-1].watch is None:
+            stack.pop()
+        else:
+            w.closed(manager)
+
+    def entering_transform(caller):
+        """A transform turns grad mode back on: inside a region?"""
+        try:
+            stack = local.stack
+        except AttributeError:
+            return
+        if stack and stack[-1].disabling:
+            w.transform_entered(caller)
 
     def exit_of(cls):
         original = cls.__exit__
 
         def __exit__(self, *exc):
-            w.closed(self)
+            closed(self)
             return original(self, *exc)
         return __exit__
-
-    no_grad_enter = no_grad.__enter__
-
-    def no_grad__enter__(self):
-        no_grad_enter(self)
-        w.opened(_Region(self, "no_grad", True, False, getframe(1)))
 
     enable_grad_enter = enable_grad.__enter__
 
     def enable_grad__enter__(self):
         caller = getframe(1)
-        w.transform_entered(caller)
+        entering_transform(caller)
         enable_grad_enter(self)
-        w.opened(_Region(self, "enable_grad", False, False, caller))
+        opened(self, "enable_grad", False, False, caller)
 
     set_grad_init = set_grad_enabled.__init__
 
     def set_grad_enabled__init__(self, mode):
-        caller = getframe(1)
         set_grad_init(self, mode)
-        if caller.f_code in inside_no_grad:
+        caller = getframe(1)
+        code = caller.f_code
+        if code is no_grad_enter:
+            opened(NO_GRAD, "no_grad", True, False, caller.f_back)
             return
-        if caller.f_code in clones:  # a decorated function's call: the decorator's region
+        if code is no_grad_exit:
+            closed(NO_GRAD)
+            return
+        if code in clones:  # a decorated function's call: the decorator's region
             caller = caller.f_back
         stack = w.stack()
         while stack and stack[-1].pending:  # a statement ends the one before it
             stack.pop()
-        api = "set_grad_enabled(False)" if not mode else "set_grad_enabled(True)"
-        w.opened(_Region(self, api, not mode, False, caller, pending=True))
+        opened(self, f"set_grad_enabled({bool(mode)})", not mode, False, caller, pending=True)
 
     set_grad_enter = set_grad_enabled.__enter__
 
@@ -525,8 +553,7 @@ def _hooks(w: Watcher) -> list[tuple[type, str, Any]]:
         if stack and stack[-1].manager is self and stack[-1].pending:
             stack[-1].pending = False
         else:
-            mode = self.mode
-            w.opened(_Region(self, f"set_grad_enabled({mode})", not mode, False, getframe(1)))
+            opened(self, f"set_grad_enabled({bool(self.mode)})", not self.mode, False, getframe(1))
 
     set_grad_call = set_grad_enabled.__call__
 
@@ -539,29 +566,29 @@ def _hooks(w: Watcher) -> list[tuple[type, str, Any]]:
     def inference_mode__enter__(self):
         caller = getframe(1)
         if not self.mode:
-            w.transform_entered(caller)
+            entering_transform(caller)
         inference_enter(self)
-        api = "inference_mode" if self.mode else "inference_mode(False)"
-        w.opened(_Region(self, api, bool(self.mode), bool(self.mode), caller))
+        on = bool(self.mode)
+        opened(self, "inference_mode" if on else "inference_mode(False)", on, on, caller)
 
     fwd_init = set_fwd_grad_enabled.__init__
 
     def set_fwd_grad_enabled__init__(self, mode):
         if mode:
-            w.transform_entered(getframe(1))
+            entering_transform(getframe(1))
         fwd_init(self, mode)
 
     fwd_enter = set_fwd_grad_enabled.__enter__
 
     def set_fwd_grad_enabled__enter__(self):
         fwd_enter(self)
-        w.opened(_Region(self, "forward grad", False, False, getframe(1)))
+        opened(self, "forward grad", False, False, getframe(1))
 
     dual_enter, dual_exit = forward_ad.dual_level.__enter__, forward_ad.dual_level.__exit__
 
     def dual_level__enter__(self):
         caller = getframe(1)
-        w.transform_entered(caller)
+        entering_transform(caller)
         level = dual_enter(self)
         w.stack()
         place = None if _library(caller.f_code.co_filename) else w.place(caller, caller.f_lineno)
@@ -575,7 +602,6 @@ def _hooks(w: Watcher) -> list[tuple[type, str, Any]]:
         return dual_exit(self, *exc)
 
     hooks = [
-        (no_grad, "__enter__", no_grad__enter__), (no_grad, "__exit__", exit_of(no_grad)),
         (enable_grad, "__enter__", enable_grad__enter__), (enable_grad, "__exit__", exit_of(enable_grad)),
         (set_grad_enabled, "__init__", set_grad_enabled__init__),
         (set_grad_enabled, "__enter__", set_grad_enabled__enter__),
@@ -594,7 +620,7 @@ def _hooks(w: Watcher) -> list[tuple[type, str, Any]]:
     return [(cls, name, functools.wraps(cls.__dict__[name])(wrapper)) for cls, name, wrapper in hooks]
 
 
-WATCHER: Optional[Watcher] = None
+WATCHER: Watcher | None = None
 
 
 def install() -> Watcher:

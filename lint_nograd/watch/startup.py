@@ -13,8 +13,8 @@ import importlib.util
 import os
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
 
 from lint_nograd.watch.report import FORMATS, diagnostics, text
 
@@ -22,11 +22,11 @@ from lint_nograd.watch.report import FORMATS, diagnostics, text
 @dataclass
 class Settings:
     output_format: str = "text"
-    output: Optional[str] = None  # a file; None: standard error
+    output: str | None = None  # a file; None: standard error
     select: Sequence[str] = field(default_factory=lambda: ("NG",))
 
 
-_started: Optional[Settings] = None
+_started: Settings | None = None
 
 
 def start(settings: Settings, report_at_exit: bool = True) -> None:
