@@ -106,7 +106,8 @@ def _library(path: str) -> bool:
     """Code a call to a transform passes through on its way from the program: torch and its
     companions, the standard library, lint_nograd."""
     return (path.startswith((_TORCH, _OWN)) or os.path.normcase(path).startswith(_STDLIB)
-            or "/functorch/" in path or "/torchvision/" in path or path.startswith("<"))
+            or f"{os.sep}functorch{os.sep}" in path or f"{os.sep}torchvision{os.sep}" in path
+            or path.startswith("<"))
 
 
 class Watcher:
@@ -128,7 +129,6 @@ class Watcher:
         self.jit_state = resolve(names.jit_tracing_state)
         dispatch_mode, proxy_key = resolve(names.dispatch_mode), resolve(names.proxy_mode_key)
         self.proxy_mode = lambda: dispatch_mode(proxy_key)
-        self.make_fx_tracer = resolve(names.make_fx_tracer)
         self.unpack_dual = resolve(names.unpack_dual)
         self.is_wrapped, self.unwrap = resolve(names.is_wrapped), resolve(names.unwrap)
         self.peek_interpreter, self.pop_interpreter = resolve(names.peek_interpreter), resolve(names.pop_interpreter)
@@ -138,6 +138,7 @@ class Watcher:
         self.entry_modules = -1
         self.places: dict[tuple, Place | None] = {}
         self.originals: list[tuple[type, str, Any]] = []
+        self.wrappers: list[tuple[type, str, Any]] = []
 
     # -- the regions of a thread --
 
@@ -235,7 +236,8 @@ class Watcher:
             return proxy.tracer.graph, len(_nodes(proxy.tracer.graph))
         if self.fx_tracing():
             tracer = self.fx_tracer(frame)
-            if tracer is not None and not isinstance(tracer, self.make_fx_tracer):
+            # make_fx's tracer, with pre_dispatch (its proxy mode is not on the dispatch stack then)
+            if tracer is not None and not isinstance(tracer, resolve(self.names.make_fx_tracer)):
                 return tracer.graph, len(_nodes(tracer.graph))
         return None, 0
 
@@ -346,16 +348,17 @@ class Watcher:
     # -- installing --
 
     def install(self) -> None:
-        hooks = _hooks(self)
-        for cls, name, wrapper in hooks:
-            self.originals.append((cls, name, cls.__dict__[name]))
-        for cls, name, wrapper in hooks:
+        """Wrap the grad-mode classes (again, after `uninstall`)."""
+        if not self.originals:
+            self.wrappers = _hooks(self)
+            self.originals = [(cls, name, cls.__dict__[name]) for cls, name, _ in self.wrappers]
+        for cls, name, wrapper in self.wrappers:
             setattr(cls, name, wrapper)
 
     def uninstall(self) -> None:
+        """Give the grad-mode classes their own methods back (between two regions)."""
         for cls, name, original in reversed(self.originals):
             setattr(cls, name, original)
-        self.originals.clear()
 
 
 _KEEPING = {entry.name for entry in ENTRY_POINTS if entry.modes == (KEEPS,)}
@@ -543,7 +546,10 @@ def _hooks(w: Watcher) -> list[tuple[type, str, Any]]:
         stack = w.stack()
         while stack and stack[-1].pending:  # a statement ends the one before it
             stack.pop()
-        opened(self, f"set_grad_enabled({bool(mode)})", not mode, False, caller, pending=True)
+        if mode:
+            opened(self, "set_grad_enabled(True)", False, False, caller, True)
+        else:
+            opened(self, "set_grad_enabled(False)", True, False, caller, True)
 
     set_grad_enter = set_grad_enabled.__enter__
 
@@ -568,8 +574,10 @@ def _hooks(w: Watcher) -> list[tuple[type, str, Any]]:
         if not self.mode:
             entering_transform(caller)
         inference_enter(self)
-        on = bool(self.mode)
-        opened(self, "inference_mode" if on else "inference_mode(False)", on, on, caller)
+        if self.mode:
+            opened(self, "inference_mode", True, True, caller)
+        else:
+            opened(self, "inference_mode(False)", False, False, caller)
 
     fwd_init = set_fwd_grad_enabled.__init__
 
