@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import operator
 import importlib
 import os
 import re
@@ -80,15 +81,22 @@ class Finding:
     hits: int = 0
 
 
-class _Region:
-    """One open grad-mode change of a thread: a region, or a change that ends one (enable_grad)."""
+def _field(index: int, settable: bool = False) -> property:
+    def set_field(region, value):
+        region[index] = value
+    return property(operator.itemgetter(index), set_field if settable else None)
 
-    __slots__ = ("api", "disabling", "frame", "inference", "manager", "pending", "reported", "row", "watch")
 
-    def __init__(self, manager, api, disabling, inference, frame, pending):
-        self.manager, self.api, self.disabling, self.inference = manager, api, disabling, inference
-        self.frame, self.row, self.pending, self.watch = frame, frame.f_lineno, pending, None
-        self.reported = None  # the transforms found started in it: one hit per region and call
+class _Region(list):
+    """One open grad-mode change of a thread: a region, or a change that ends one (enable_grad).
+    A list with named fields: one is made at every region, and a list is made without running
+    Python code."""
+
+    __slots__ = ()
+    manager, api, disabling, inference, frame, row = (_field(index) for index in range(6))
+    pending = _field(6, settable=True)  # a set_grad_enabled(...) not (yet) used by a `with`: a statement
+    watch = _field(7, settable=True)  # what is watched in it (forward mode, a tracer), else None
+    reported = _field(8, settable=True)  # the transforms found started in it: one hit per region and call
 
 
 _TORCH = os.path.dirname(torch.__file__) + os.sep
@@ -475,6 +483,8 @@ def _hooks(w: Watcher) -> list[tuple[type, str, Any]]:
     getframe, local, Region = sys._getframe, w.local, _Region
     forward_globals, forward_name = vars(w.fwad), w.forward_attribute
     fx_tracing, jit_state = w.fx_tracing, w.jit_state
+    fx_module, _, fx_name = w.names.fx_tracing.rpartition(".")
+    fx_globals, fx_flag = vars(resolve(fx_module)), None if w.names.fx_tracing_is_function else fx_name
     _DECORATOR_CODES.update(
         code for function in (torch_contextlib.context_decorator, torch_contextlib._wrap_generator)
         for code in _codes(function)[1:])
@@ -487,11 +497,12 @@ def _hooks(w: Watcher) -> list[tuple[type, str, Any]]:
             stack = local.stack
         except AttributeError:
             stack = w.stack()
-        region = Region(manager, api, disabling, inference, frame, pending)
+        region = Region((manager, api, disabling, inference, frame, frame.f_lineno, pending, None, None))
         if stack and not disabling and stack[-1].watch is not None:
             w.pause(stack[-1], region)
         stack.append(region)
-        if disabling and (forward_globals[forward_name] >= 0 or fx_tracing() or jit_state() is not None):
+        if disabling and (forward_globals[forward_name] >= 0 or (fx_globals[fx_flag] if fx_flag else fx_tracing())
+                          or jit_state() is not None):
             w.watch(region)
 
     def closed(manager):
@@ -543,7 +554,10 @@ def _hooks(w: Watcher) -> list[tuple[type, str, Any]]:
             return
         if code in clones:  # a decorated function's call: the decorator's region
             caller = caller.f_back
-        stack = w.stack()
+        try:
+            stack = local.stack
+        except AttributeError:
+            stack = w.stack()
         while stack and stack[-1].pending:  # a statement ends the one before it
             stack.pop()
         if mode:
@@ -555,7 +569,10 @@ def _hooks(w: Watcher) -> list[tuple[type, str, Any]]:
 
     def set_grad_enabled__enter__(self):
         set_grad_enter(self)
-        stack = w.stack()
+        try:
+            stack = local.stack
+        except AttributeError:
+            stack = w.stack()
         if stack and stack[-1].manager is self and stack[-1].pending:
             stack[-1].pending = False
         else:
