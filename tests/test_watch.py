@@ -168,6 +168,10 @@ def test_every_transform_and_tracer_of_the_table(tmp_path):
         assert by_row[at[f"in inference_mode: {name}"]]["severity"] == ("error" if zeros else "warning")
         assert ("returns zeros" in by_row[at[f"in inference_mode: {name}"]]["message"]) == zeros
     assert by_row[at["in no_grad: grad"]]["message"].startswith("`grad(...)` ignores the `no_grad` region")
+    assert by_row[at["in no_grad: hessian"]]["message"].startswith("`hessian(...)` ignores")
+    by_call = {d["related"][0]["location"]["row"]: d["message"] for d in report if d["code"] == "NG004"}
+    assert [by_call[at[name]].split()[0] for name in ("hessian", "jacfwd", "dual_level")] == [
+        "`hessian(...)`", "`jacfwd(...)`", "`with"]
     # the program ran as with python (tests/test_watch.py compares the runner with python itself)
     assert done.returncode == 0 and done.stdout.splitlines()[0] == "jvp 6.75" and done.stderr.count("NG0") == 0
 

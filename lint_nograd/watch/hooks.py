@@ -263,22 +263,31 @@ class Watcher:
         the first frame outside torch past the frames of an entry point. With `transforms_only`,
         `frame` is inside functorch and only a torch.func transform counts."""
         codes = self.entry_points()
-        found = None
+        found = found_in = None
         while frame is not None:
             entry = codes.get(frame.f_code)
             if entry is not None:
-                found = entry
+                found, found_in = entry, frame
             elif not _library(frame.f_code.co_filename):
                 if found is not None:
                     if transforms_only and (found.name not in TRANSFORMS or "torch.func." + found.name
                                             not in found.qualified_names):
                         return None
                     place = self.place(frame, frame.f_lineno)
-                    return Site(found.name, place) if place else None
+                    return Site(self.named(found, found_in), place) if place else None
                 if transforms_only:
                     return None
             frame = frame.f_back
         return None
+
+    def named(self, entry: EntryPoint, frame: types.FrameType) -> str:
+        """How a message names the call: `hessian` is `jacfwd(jacrev(f))`, and its own frame is
+        gone when the function it returned runs."""
+        if entry.name == "jacfwd":
+            inner = getattr(frame.f_locals.get("func"), "__code__", None)
+            if inner is not None and getattr(self.entry_codes.get(inner), "name", None) == "jacrev":
+                return "hessian"
+        return entry.name
 
     def dual_level_site(self) -> Site | None:
         self.stack()
