@@ -510,9 +510,13 @@ def _hooks(w: Watcher) -> list[tuple[type, str, Any]]:
         if stack and not disabling and stack[-1].watch is not None:
             w.pause(stack[-1], region)
         stack.append(region)
-        if disabling and (forward_globals[forward_name] >= 0 or (fx_globals[fx_flag] if fx_flag else fx_tracing())
-                          or jit_state() is not None):
+        if disabling and not pending and misreading():  # a statement has no end to watch until
             w.watch(region)
+
+    def misreading():
+        """Whether forward mode or a tracer runs now: only then is a region watched."""
+        return (forward_globals[forward_name] >= 0 or (fx_globals[fx_flag] if fx_flag else fx_tracing())
+                or jit_state() is not None)
 
     def closed(manager):
         try:
@@ -583,7 +587,9 @@ def _hooks(w: Watcher) -> list[tuple[type, str, Any]]:
         except AttributeError:
             stack = w.stack()
         if stack and stack[-1].manager is self and stack[-1].pending:
-            stack[-1].pending = False
+            stack[-1].pending = False  # the `with` of a set_grad_enabled(...): a region with an end
+            if stack[-1].disabling and misreading():
+                w.watch(stack[-1])
         else:
             opened(self, f"set_grad_enabled({bool(self.mode)})", not self.mode, False, getframe(1))
 
