@@ -214,8 +214,16 @@ FORMS_PROGRAM = """\
                     x = x * 2
         return x
 
+    def statement(x):
+        torch.set_grad_enabled(False)  # a statement has no end: not watched under forward mode
+        s = x * x
+        torch.set_grad_enabled(True)
+        return s * x
+
     x, one = torch.tensor(1.5), torch.tensor(1.0)
     tf.jvp(statements, (x,), (one,))  # jvp statements
+    tf.jvp(statement, (x,), (one,))
+    print("modes left", torch._C._is_torch_function_mode_enabled())
     make_fx(statements)(x)  # make_fx statements
     tf.jacfwd(second_iteration)(x)  # jacfwd second
     tf.jvp(helpers.normalized, (x,), (one,))  # jvp library
@@ -241,7 +249,7 @@ def test_decorator_and_statement_forms_library_code_a_second_iteration_and_a_thr
     library = write(tmp_path / "site", "helpers.py", LIBRARY)
     script = write(tmp_path / "project", "program.py", FORMS_PROGRAM)
     report, done = watch(script, str(tmp_path / "site"))
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 0 and done.stdout == "modes left False\n", done.stderr
     at, lib = rows(script), rows(library)
     regions = ("decorator", "bare decorator", "set_grad_enabled decorator", "with set_grad_enabled")
     expected = {("NG004", "program.py", at[region], at["jvp statements"]) for region in regions}

@@ -30,11 +30,12 @@ _started: Settings | None = None
 
 
 def start(settings: Settings, report_at_exit: bool = True) -> None:
-    """Watch this process from now on (once); report at exit unless the caller reports itself."""
+    """Watch this process from now on; report at exit unless the caller reports itself. Started
+    again (`python -m lint_nograd.watch` with LINT_NOGRAD_WATCH set), the last settings hold."""
     global _started
-    if _started is not None:
+    again, _started = _started is not None, settings
+    if again:
         return
-    _started = settings
     if "torch" in sys.modules and hasattr(sys.modules["torch"], "autograd"):
         _install()
     else:
