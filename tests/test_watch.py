@@ -227,6 +227,8 @@ FORMS_PROGRAM = """\
     make_fx(statements)(x)  # make_fx statements
     tf.jacfwd(second_iteration)(x)  # jacfwd second
     tf.jvp(helpers.normalized, (x,), (one,))  # jvp library
+    from torch.nn.utils.parametrizations import spectral_norm
+    make_fx(spectral_norm(torch.nn.Linear(4, 4)))(torch.randn(2, 4))  # spectral norm
     thread = threading.Thread(target=lambda: tf.jvp(decorated, (x,), (one,)))  # thread
     thread.start(); thread.join()
     torch.set_grad_enabled(False)  # statement off
@@ -261,7 +263,10 @@ def test_decorator_and_statement_forms_library_code_a_second_iteration_and_a_thr
         ("NG004", "program.py", at["decorator"], at["thread"]),
         ("NG001", "program.py", at["vjp after statement"], at["statement off"]),
     }
-    assert found(report) == expected
+    # torch's own model code counts too: spectral norm's power iteration, at its row in this release
+    [spectral] = [finding for finding in found(report) if finding[1] == "parametrizations.py"]
+    assert spectral[0] == "NG005" and spectral[3] == at["spectral norm"]
+    assert found(report) - {spectral} == expected
     # a region in code outside the program is shown at its own file, with the program's call
     [library_finding] = [d for d in report if d["filename"].endswith("helpers.py")]
     assert os.path.isabs(library_finding["filename"]) or library_finding["filename"].startswith("..")

@@ -100,14 +100,15 @@ class _Region(list):
 
 
 _TORCH = os.path.dirname(torch.__file__) + os.sep
-_TORCH_NN = _TORCH + "nn" + os.sep  # model code (spectral norm's power iteration): its regions count
+# model code (modules, spectral and weight norm): its regions count, as a library's do
+_TORCH_MODELS = tuple(os.path.join(_TORCH, "nn", folder) + os.sep for folder in ("modules", "utils"))
 _OWN = os.path.dirname(lint_nograd.__file__) + os.sep
 _STDLIB = tuple({os.path.normcase(sysconfig.get_paths()[key]) + os.sep for key in ("stdlib", "platstdlib")})
 
 
 def _machinery(path: str) -> bool:
     """torch's own machinery, or lint_nograd: its regions are not the program's."""
-    return (path.startswith(_TORCH) and not path.startswith(_TORCH_NN)) or path.startswith(_OWN)
+    return (path.startswith(_TORCH) and not path.startswith(_TORCH_MODELS)) or path.startswith(_OWN)
 
 
 def _library(path: str) -> bool:
