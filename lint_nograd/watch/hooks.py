@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import operator
 import importlib
+import operator
 import os
 import re
 import sys
@@ -246,9 +246,13 @@ class Watcher:
         if self.fx_tracing():
             tracer = self.fx_tracer(frame)
             # make_fx's tracer, with pre_dispatch (its proxy mode is not on the dispatch stack then)
-            if tracer is not None and not isinstance(tracer, resolve(self.names.make_fx_tracer)):
+            if tracer is not None and not isinstance(tracer, self.make_fx_tracer()):
                 return tracer.graph, len(_nodes(tracer.graph))
         return None, 0
+
+    @functools.lru_cache(maxsize=None)  # noqa: B019 (one watcher a process)
+    def make_fx_tracer(self) -> type:
+        return resolve(self.names.make_fx_tracer)
 
     def fx_tracer(self, frame: types.FrameType | None):
         while frame is not None:

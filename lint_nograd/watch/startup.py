@@ -8,6 +8,7 @@ installs calls `from_environment`); `LINT_NOGRAD_WATCH_OUTPUT=FILE` writes the r
 from __future__ import annotations
 
 import atexit
+import contextlib
 import importlib.abc
 import importlib.util
 import os
@@ -68,8 +69,9 @@ def write_report() -> None:
     report = text(findings(), settings.output_format)
     if settings.output is None:
         if report:
-            sys.stderr.write(report)
-            sys.stderr.flush()
+            with contextlib.suppress(OSError, ValueError):  # the program closed its standard error
+                sys.stderr.write(report)
+                sys.stderr.flush()
         return
     path = settings.output.replace("{pid}", str(os.getpid()))
     try:  # in one step: a reader never sees half a report
