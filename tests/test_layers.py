@@ -14,10 +14,13 @@ PACKAGE = Path(__file__).resolve().parent.parent / "lint_nograd"
 
 # A module may import its own layer and those ranked below it. The ways in are the modules at the
 # top of the package; the runtime (torch only there) is apart: it imports only itself, and only
-# `lint_nograd/__init__.py` (lazily, for `stop_gradient`) imports it.
+# `lint_nograd/__init__.py` (lazily, for `stop_gradient`) imports it. The watcher (watch/, runtime
+# too) may import report/, analysis/ and the runtime, and nothing imports it.
 RANKS = {"report": 0, "analysis": 1, "project": 2, "checks": 3, "run": 4, "fix": 5}
 WAYS_IN = 6
 RUNTIME = frozenset({"lint_nograd.shim", "lint_nograd.func"})
+WATCH = "watch"
+WATCH_MAY_IMPORT = ("watch", "root", "runtime", RANKS["report"], RANKS["analysis"])
 
 
 def module_names() -> dict[str, Path]:
@@ -51,16 +54,24 @@ def layer(module: str) -> str | int:
         return "root"
     if module in RUNTIME:
         return "runtime"
+    if module.split(".")[1] == WATCH:
+        return WATCH
     parts = module.split(".")
     return RANKS[parts[1]] if len(parts) > 2 or parts[1] in RANKS else WAYS_IN
 
 
 def violations(graph: dict[str, set[str]]) -> list[str]:
-    """Upward imports, imports of the runtime, and cycles between modules."""
+    """Upward imports, imports of the runtime or of the watcher, and cycles between modules."""
     found = []
     for module, targets in sorted(graph.items()):
         for target in sorted(targets):
             source_layer, target_layer = layer(module), layer(target)
+            if WATCH in (source_layer, target_layer):
+                if target_layer == WATCH and source_layer != WATCH:
+                    found.append(f"{module} -> {target}: the watcher is imported by nothing")
+                elif target_layer not in WATCH_MAY_IMPORT:
+                    found.append(f"{module} -> {target}: the watcher imports only report/, analysis/ and the runtime")
+                continue
             if target_layer == "root":
                 continue  # `lint_nograd.__version__`: the root imports nothing eagerly
             if target_layer == "runtime" or source_layer == "runtime":
@@ -91,7 +102,7 @@ def package_graph() -> dict[str, set[str]]:
 
 
 def test_every_layer_is_a_folder_with_a_docstring_that_says_what_it_may_import():
-    for folder in RANKS:
+    for folder in [*RANKS, WATCH]:
         docstring = ast.get_docstring(ast.parse((PACKAGE / folder / "__init__.py").read_text()))
         assert docstring and ("may import" in docstring.lower() or "imports nothing" in docstring.lower()), folder
 
@@ -112,6 +123,11 @@ def test_imports_point_down_only_and_no_two_modules_import_each_other():
      ["a cycle"]),
     ({"lint_nograd.run.engine": {"lint_nograd.shim"}}, ["the runtime"]),
     ({"lint_nograd.func": {"lint_nograd.shim"}, "lint_nograd": {"lint_nograd.shim"}}, []),
+    ({"lint_nograd.watch.hooks": {"lint_nograd.report.output", "lint_nograd.analysis.releases", "lint_nograd.shim",
+                                  "lint_nograd.watch.torch_names", "lint_nograd"}}, []),
+    ({"lint_nograd.watch.hooks": {"lint_nograd.run.config"}}, ["the watcher imports only"]),
+    ({"lint_nograd.cli": {"lint_nograd.watch.startup"}}, ["the watcher is imported by nothing"]),
+    ({"lint_nograd.shim": {"lint_nograd.watch.hooks"}}, ["the watcher is imported by nothing"]),
 ])
 def test_the_rule_catches_what_it_should(graph, expected):
     found = violations(graph)

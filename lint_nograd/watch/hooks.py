@@ -1,0 +1,688 @@
+"""What the watcher does inside a running program: it wraps the Python classes of torch's grad-mode
+context managers, keeps each thread's open regions on a stack, and records a finding when
+
+- a torch.func transform starts inside a grad-disabling region (NG001, NG002): the transform's own
+  code turns grad mode (or forward grad, or inference mode) back on, and the innermost region of
+  the program is a grad-disabling one;
+- a grad-disabling region runs under forward mode and a value computed in it carries a tangent
+  (NG004: forward mode ignores the region, pytorch issue 78961);
+- a grad-disabling region runs under a tracer that drops it and records graph nodes in it (NG005,
+  pytorch issue 62043).
+
+`torch._C._set_grad_enabled` itself is never replaced: torch compares it by identity (export,
+`make_fx(pre_dispatch=True)`) and would silently drop regions if it were. Regions that touch only
+constants change nothing, and are not findings. Imports torch.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib
+import operator
+import os
+import re
+import sys
+import sysconfig
+import threading
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import torch
+import torch.utils._contextlib as torch_contextlib
+from torch.autograd import grad_mode
+from torch.overrides import TorchFunctionMode
+
+import lint_nograd
+from lint_nograd.analysis.entry_points import ENTRY_POINTS, KEEPS, EntryPoint
+from lint_nograd.analysis.releases import TRANSFORMS
+from lint_nograd.watch.torch_names import TorchNames, fields, names_for
+
+
+def resolve(dotted: str) -> Any:
+    """The object a dotted name names, importing its module if needed; AttributeError or
+    ImportError when it does not exist."""
+    parts = dotted.split(".")
+    for split in range(len(parts), 0, -1):
+        module_name = ".".join(parts[:split])
+        try:
+            value = sys.modules.get(module_name) or importlib.import_module(module_name)
+        except ImportError:
+            continue
+        for attribute in parts[split:]:
+            value = getattr(value, attribute)
+        return value
+    raise ImportError(dotted)
+
+
+class Place(NamedTuple):
+    path: str  # as the report shows it: relative to the working folder when under it
+    row: int
+    col: int
+    end_row: int
+    end_col: int
+
+
+@dataclass(frozen=True)
+class Site:
+    """The call in the program that runs a transform or tracer."""
+
+    entry: str  # how messages name it: "jvp", "make_fx", "dual_level"
+    place: Place
+
+
+@dataclass
+class Finding:
+    code: str
+    api: str  # the region's API: "no_grad", "set_grad_enabled(False)", "inference_mode"
+    region: Place
+    site: Site
+    hits: int = 0
+
+
+def _field(index: int, settable: bool = False) -> property:
+    def set_field(region, value):
+        region[index] = value
+    return property(operator.itemgetter(index), set_field if settable else None)
+
+
+class _Region(list):
+    """One open grad-mode change of a thread: a region, or a change that ends one (enable_grad).
+    A list with named fields: one is made at every region, and a list is made without running
+    Python code."""
+
+    __slots__ = ()
+    manager, api, disabling, inference, frame, row = (_field(index) for index in range(6))
+    pending = _field(6, settable=True)  # a set_grad_enabled(...) not (yet) used by a `with`: a statement
+    watch = _field(7, settable=True)  # what is watched in it (forward mode, a tracer), else None
+    reported = _field(8, settable=True)  # the transforms found started in it: one hit per region and call
+
+
+_TORCH = os.path.dirname(torch.__file__) + os.sep
+# model code (modules, spectral and weight norm): its regions count, as a library's do
+_TORCH_MODELS = tuple(os.path.join(_TORCH, "nn", folder) + os.sep for folder in ("modules", "utils"))
+_OWN = os.path.dirname(lint_nograd.__file__) + os.sep
+_STDLIB = tuple({os.path.normcase(sysconfig.get_paths()[key]) + os.sep for key in ("stdlib", "platstdlib")})
+
+
+def _machinery(path: str) -> bool:
+    """torch's own machinery, or lint_nograd: its regions are not the program's."""
+    return (path.startswith(_TORCH) and not path.startswith(_TORCH_MODELS)) or path.startswith(_OWN)
+
+
+def _library(path: str) -> bool:
+    """Code a call to a transform passes through on its way from the program: torch and its
+    companions, the standard library, lint_nograd."""
+    return (path.startswith((_TORCH, _OWN)) or os.path.normcase(path).startswith(_STDLIB)
+            or f"{os.sep}functorch{os.sep}" in path or f"{os.sep}torchvision{os.sep}" in path
+            or path.startswith("<"))
+
+
+class Watcher:
+    """The hooks of one process, and what they found."""
+
+    def __init__(self, names: TorchNames) -> None:
+        self.names = names
+        self.findings: dict[tuple, Finding] = {}
+        self.lock = threading.Lock()
+        self.local = threading.local()
+        self.cwd = os.getcwd()
+        self.fwad = resolve(names.forward_level.rpartition(".")[0])
+        self.forward_attribute = names.forward_level.rpartition(".")[2]
+        fx = resolve(names.fx_tracing.rpartition(".")[0])
+        fx_name = names.fx_tracing.rpartition(".")[2]
+        fx_globals = vars(fx)
+        self.fx_tracing: Callable[[], bool] = (getattr(fx, fx_name) if names.fx_tracing_is_function
+                                               else lambda: fx_globals[fx_name])
+        self.jit_state = resolve(names.jit_tracing_state)
+        dispatch_mode, proxy_key = resolve(names.dispatch_mode), resolve(names.proxy_mode_key)
+        self.proxy_mode = lambda: dispatch_mode(proxy_key)
+        self.unpack_dual = resolve(names.unpack_dual)
+        self.is_wrapped, self.unwrap = resolve(names.is_wrapped), resolve(names.unwrap)
+        self.peek_interpreter, self.pop_interpreter = resolve(names.peek_interpreter), resolve(names.pop_interpreter)
+        self.transforms_folder = _TORCH + names.transforms_folder + os.sep
+        self.fx_trace_code = torch.fx.Tracer.trace.__code__
+        self.entry_codes: dict[types.CodeType, EntryPoint] = {}
+        self.entry_modules = -1
+        self.places: dict[tuple, Place | None] = {}
+        self.originals: list[tuple[type, str, Any]] = []
+        self.wrappers: list[tuple[type, str, Any]] = []
+
+    # -- the regions of a thread --
+
+    def stack(self) -> list[_Region]:
+        try:
+            return self.local.stack
+        except AttributeError:
+            self.local.stack = []
+            self.local.dual_levels = []
+            return self.local.stack
+
+    def pause(self, watched: _Region, enabling: _Region) -> None:
+        """Grad mode on again inside a watched region (`enable_grad`): what a tracer records until
+        it ends is not the region's."""
+        if watched.watch[0] == "NG005":
+            graph = watched.watch[3][0]
+            enabling.watch = ("pause", watched, len(_nodes(graph)))
+
+    def closed(self, manager) -> None:
+        """The region `manager` opened ends (`NO_GRAD`: the innermost `no_grad`)."""
+        stack = self.stack()
+        for index in range(len(stack) - 1, -1, -1):
+            if stack[index].manager is manager:
+                region = stack.pop(index)
+                if region.watch is not None:
+                    self.finish(region)
+                return
+
+    def innermost(self) -> _Region | None:
+        stack = self.stack()
+        return stack[-1] if stack else None
+
+    # -- NG001, NG002: a transform starts inside a region --
+
+    def transform_entered(self, caller: types.FrameType) -> None:
+        """Called where functorch's code turns grad mode, forward grad or inference mode back on
+        for the function it transforms."""
+        region = self.innermost()
+        if region is None or not region.disabling or not caller.f_code.co_filename.startswith(self.transforms_folder):
+            return
+        place = self.region_place(region)
+        site = place and self.reaching_call(caller, transforms_only=True)
+        if site and site not in (region.reported or ()):
+            region.reported = {*(region.reported or ()), site}
+            self.record("NG002" if region.inference else "NG001", region.api, place, site)
+
+    # -- NG004, NG005: a region inside a transformed or traced function --
+
+    def watch(self, region: _Region) -> None:
+        place = self.region_place(region)
+        if place is None:
+            return
+        forward = getattr(self.fwad, self.forward_attribute) >= 0 and not region.inference
+        site = self.reaching_call(region.frame)
+        if site is None and forward:
+            site = self.dual_level_site()
+        if site is None or site.entry in _KEEPING:
+            return
+        if forward:
+            mode = _TangentWatch(self)
+            mode.__enter__()
+            region.watch = ("NG004", place, site, mode)
+            return
+        graph, count = self.recording_graph(region.frame)
+        if graph is not None:
+            region.watch = ("NG005", place, site, (graph, count, []))
+
+    def finish(self, region: _Region) -> None:
+        if region.watch[0] == "pause":
+            _, watched, start = region.watch
+            graph, _, skipped = watched.watch[3]
+            skipped.append(range(start, len(_nodes(graph))))
+            return
+        code, place, site, state = region.watch
+        if code == "NG004":
+            with contextlib.suppress(Exception):  # a mode the program left open above ours
+                state.__exit__(None, None, None)
+            changed = state.seen
+        else:
+            changed = _records_program_values(*state)
+        if changed:
+            self.record(code, region.api, place, site)
+
+    def recording_graph(self, frame: types.FrameType) -> tuple[Any, int]:
+        """The graph a tracer that drops regions is recording now, and its node count: jit.trace's,
+        make_fx's (not with pre_dispatch, which keeps regions), symbolic_trace's."""
+        state = self.jit_state()
+        if state is not None:
+            graph = state.graph()
+            return graph, len(_nodes(graph))
+        proxy = self.proxy_mode()
+        if proxy is not None:
+            if getattr(proxy, "pre_dispatch", False):
+                return None, 0
+            return proxy.tracer.graph, len(_nodes(proxy.tracer.graph))
+        if self.fx_tracing():
+            tracer = self.fx_tracer(frame)
+            # make_fx's tracer, with pre_dispatch (its proxy mode is not on the dispatch stack then)
+            if tracer is not None and not isinstance(tracer, self.make_fx_tracer()):
+                return tracer.graph, len(_nodes(tracer.graph))
+        return None, 0
+
+    @functools.lru_cache(maxsize=None)  # noqa: B019 (one watcher a process)
+    def make_fx_tracer(self) -> type:
+        return resolve(self.names.make_fx_tracer)
+
+    def fx_tracer(self, frame: types.FrameType | None):
+        while frame is not None:
+            if frame.f_code is self.fx_trace_code:
+                return frame.f_locals.get("self")
+            frame = frame.f_back
+        return None
+
+    # -- places --
+
+    def reaching_call(self, frame: types.FrameType, transforms_only: bool = False) -> Site | None:
+        """The innermost call of a transform or tracer in the program's code, outward from `frame`:
+        the first frame outside torch past the frames of an entry point. With `transforms_only`,
+        `frame` is inside functorch and only a torch.func transform counts."""
+        codes = self.entry_points()
+        found = found_in = None
+        while frame is not None:
+            entry = codes.get(frame.f_code)
+            if entry is not None:
+                found, found_in = entry, frame
+            elif not _library(frame.f_code.co_filename):
+                if found is not None:
+                    if transforms_only and (found.name not in TRANSFORMS or "torch.func." + found.name
+                                            not in found.qualified_names):
+                        return None
+                    place = self.place(frame, frame.f_lineno)
+                    return Site(self.named(found, found_in), place) if place else None
+                if transforms_only:
+                    return None
+            frame = frame.f_back
+        return None
+
+    def named(self, entry: EntryPoint, frame: types.FrameType) -> str:
+        """How a message names the call: `hessian` is `jacfwd(jacrev(f))`, and its own frame is
+        gone when the function it returned runs."""
+        if entry.name == "jacfwd":
+            inner = getattr(frame.f_locals.get("func"), "__code__", None)
+            if inner is not None and getattr(self.entry_codes.get(inner), "name", None) == "jacrev":
+                return "hessian"
+        return entry.name
+
+    def dual_level_site(self) -> Site | None:
+        self.stack()
+        place = next((place for place in reversed(self.local.dual_levels) if place is not None), None)
+        return Site("dual_level", place) if place else None
+
+    def entry_points(self) -> dict[types.CodeType, EntryPoint]:
+        """Code object -> entry point, for every entry point of the table whose module is loaded
+        (with the functions nested in it: `grad(f)` returns one)."""
+        if self.entry_modules != len(sys.modules):
+            self.entry_modules = len(sys.modules)
+            for entry in ENTRY_POINTS:
+                for name in entry.qualified_names:
+                    if name.rpartition(".")[0].split(".")[0] not in sys.modules:
+                        continue
+                    try:
+                        function = resolve(name)
+                    except (ImportError, AttributeError):
+                        continue
+                    for code in _codes(function):
+                        self.entry_codes.setdefault(code, entry)
+        return self.entry_codes
+
+    def region_place(self, region: _Region) -> Place | None:
+        """Where `check` would report a region: the `with` item, the statement, the decorator;
+        None for a region of torch's machinery or of lint_nograd."""
+        frame = region.frame
+        if frame.f_code in _DECORATOR_CODES:
+            function = frame.f_locals.get("func")
+            return self.decorator_place(function, region.api) if function is not None else None
+        return self.place(frame, region.row, region.api)
+
+    def place(self, frame: types.FrameType, row: int, api: str = "") -> Place | None:
+        code = frame.f_code
+        key = (code, frame.f_lasti, row)
+        if key not in self.places:
+            path = code.co_filename
+            if _machinery(path):
+                self.places[key] = None
+            else:
+                self.places[key] = Place(self.shown(path), *_columns(code, frame.f_lasti, row, api))
+        return self.places[key]
+
+    def decorator_place(self, function, api: str) -> Place | None:
+        code = getattr(inspect_unwrap(function), "__code__", None)
+        if code is None or _machinery(code.co_filename):
+            return None
+        key = (code, "decorator", api)
+        if key not in self.places:
+            word = api.partition("(")[0]
+            row, col, end = code.co_firstlineno, 1, 1
+            for number in range(code.co_firstlineno, code.co_firstlineno + 50):
+                line = linecache_line(code.co_filename, number)
+                if line.lstrip().startswith("def ") or line.lstrip().startswith("async def "):
+                    break
+                if line.lstrip().startswith("@") and word in line:
+                    text = line.rstrip()
+                    row, col, end = number, text.index("@") + 2, len(text) + 1
+                    break
+            self.places[key] = Place(self.shown(code.co_filename), row, col, row, end)
+        return self.places[key]
+
+    def shown(self, path: str) -> str:
+        relative = os.path.relpath(path, self.cwd) if os.path.isabs(path) else path
+        return path if relative.startswith(os.pardir) else relative
+
+    def record(self, code: str, api: str, region: Place, site: Site) -> None:
+        key = (code, region, site)
+        with self.lock:
+            finding = self.findings.get(key)
+            if finding is None:
+                finding = self.findings[key] = Finding(code, api, region, site)
+            finding.hits += 1
+
+    # -- installing --
+
+    def install(self) -> None:
+        """Wrap the grad-mode classes (again, after `uninstall`)."""
+        if not self.originals:
+            self.wrappers = _hooks(self)
+            self.originals = [(cls, name, cls.__dict__[name]) for cls, name, _ in self.wrappers]
+        for cls, name, wrapper in self.wrappers:
+            setattr(cls, name, wrapper)
+
+    def uninstall(self) -> None:
+        """Give the grad-mode classes their own methods back (between two regions)."""
+        for cls, name, original in reversed(self.originals):
+            setattr(cls, name, original)
+
+
+_KEEPING = {entry.name for entry in ENTRY_POINTS if entry.modes == (KEEPS,)}
+_DECORATOR_CODES: set[types.CodeType] = set()  # torch's decorator wrappers: the region is the decorator's
+
+
+def _codes(function) -> list[types.CodeType]:
+    function = inspect_unwrap(function)
+    code = getattr(function, "__code__", None)
+    found, todo = [], [code] if code is not None else []
+    while todo:
+        code = todo.pop()
+        found.append(code)
+        todo += [const for const in code.co_consts if isinstance(const, types.CodeType)]
+    return found
+
+
+def inspect_unwrap(function):
+    while hasattr(function, "__wrapped__"):
+        function = function.__wrapped__
+    return getattr(function, "__func__", function)
+
+
+def linecache_line(path: str, row: int) -> str:
+    import linecache
+
+    return linecache.getline(path, row)
+
+
+def _columns(code: types.CodeType, lasti: int, row: int, api: str = "") -> tuple[int, int, int, int]:
+    """(row, col, end_row, end_col), 1-based: of the region's API call on `row` when the line
+    spells it (the `with` item, as `check` reports it); else of the instruction at `lasti` when
+    Python knows it (3.11 and later) and it is on `row`; else the line from its first non-blank
+    character."""
+    text = linecache_line(code.co_filename, row).rstrip()
+    if api:
+        match = re.search(rf"[\w.]*\b{api.partition('(')[0]}\b(\s*\([^()]*\))?", text)
+        if match:
+            return row, match.start() + 1, row, match.end() + 1
+    positions = getattr(code, "co_positions", None)
+    if positions is not None:
+        for index, (start, end, col, end_col) in enumerate(positions()):
+            if index == lasti // 2:
+                if start == row and col is not None and end_col is not None:
+                    return start, col + 1, end or start, end_col + 1
+                break
+    return row, len(text) - len(text.lstrip()) + 1, row, len(text) + 1
+
+
+def _nodes(graph) -> list:
+    """The nodes of an fx Graph or of a TorchScript graph, in order."""
+    return list(graph.nodes) if isinstance(graph, torch.fx.Graph) else list(graph.nodes())
+
+
+def _records_program_values(graph, count: int, skipped: list[range]) -> bool:
+    """Whether the nodes recorded after the first `count` (but those `skipped`, recorded with grad
+    mode on again) compute on the program's values: an input of the traced function, a value
+    recorded before the region, or an attribute of the traced module. Nodes that only make
+    constants (`torch.ones(3) * 2`) change nothing."""
+    nodes = _nodes(graph)
+    new = [node for index, node in enumerate(nodes[count:], count) if not any(index in gap for gap in skipped)]
+    if isinstance(graph, torch.fx.Graph):
+        added = set(new)
+        return any(node.op == "get_attr" or any(used not in added for used in node.all_input_nodes)
+                   for node in new if node.op != "output")
+    made = {value.debugName() for node in new for value in node.outputs()}  # TorchScript nodes: by value
+    return any(node.kind() == "prim::GetAttr" or any(value.debugName() not in made for value in node.inputs())
+               for node in new)
+
+
+class _TangentWatch(TorchFunctionMode):
+    """Inside a region under forward mode: does a value computed there carry a tangent?"""
+
+    def __init__(self, watcher: Watcher) -> None:
+        super().__init__()
+        self.watcher = watcher
+        self.seen = False
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        if not self.seen and not torch.is_grad_enabled():  # not under an enable_grad inside the region
+            self.seen = self.carries_tangent(result)
+        return result
+
+    def carries_tangent(self, value) -> bool:
+        if isinstance(value, (tuple, list)):
+            return any(self.carries_tangent(item) for item in value)
+        if not isinstance(value, torch.Tensor) or not value.is_floating_point() and not value.is_complex():
+            return False
+        w = self.watcher
+        level = getattr(w.fwad, w.forward_attribute)
+        # a tangent of an outer jvp sits under the wrappers of the levels above it (hessian's grad)
+        with contextlib.ExitStack() as popped:
+            while True:
+                with contextlib.suppress(RuntimeError):
+                    if w.unpack_dual(value, level=level).tangent is not None:
+                        return True
+                if not w.is_wrapped(value) or w.peek_interpreter() is None:
+                    return False
+                value = w.unwrap(value)
+                popped.enter_context(w.pop_interpreter())
+
+
+NO_GRAD = object()  # the manager of a no_grad region: its own __enter__ and __exit__ are not wrapped
+
+
+def _hooks(w: Watcher) -> list[tuple[type, str, Any]]:
+    """(class, method, wrapper) for every grad-mode context manager the watcher wraps. The wrappers
+    run at every region of the program: what they do there is a few lookups, bound here."""
+    from torch.autograd import forward_ad
+
+    enable_grad, set_grad_enabled = grad_mode.enable_grad, grad_mode.set_grad_enabled
+    inference_mode, set_fwd_grad_enabled = grad_mode.inference_mode, resolve(w.names.set_fwd_grad_enabled)
+    getframe, local, Region = sys._getframe, w.local, _Region
+    forward_globals, forward_name = vars(w.fwad), w.forward_attribute
+    fx_tracing, jit_state = w.fx_tracing, w.jit_state
+    fx_module, _, fx_name = w.names.fx_tracing.rpartition(".")
+    fx_globals, fx_flag = vars(resolve(fx_module)), None if w.names.fx_tracing_is_function else fx_name
+    _DECORATOR_CODES.update(
+        code for function in (torch_contextlib.context_decorator, torch_contextlib._wrap_generator)
+        for code in _codes(function)[1:])
+    # no_grad goes through torch.set_grad_enabled: in its __enter__, then in its __exit__
+    no_grad_enter, no_grad_exit = grad_mode.no_grad.__enter__.__code__, grad_mode.no_grad.__exit__.__code__
+    clones = {cls.clone.__code__ for cls in (set_grad_enabled, inference_mode, torch_contextlib._DecoratorContextManager)}
+
+    def opened(manager, api, disabling, inference, frame, pending=False):
+        try:
+            stack = local.stack
+        except AttributeError:
+            stack = w.stack()
+        region = Region((manager, api, disabling, inference, frame, frame.f_lineno, pending, None, None))
+        if stack and not disabling and stack[-1].watch is not None:
+            w.pause(stack[-1], region)
+        stack.append(region)
+        if disabling and not pending and misreading():  # a statement has no end to watch until
+            w.watch(region)
+
+    def misreading():
+        """Whether forward mode or a tracer runs now: only then is a region watched."""
+        return (forward_globals[forward_name] >= 0 or (fx_globals[fx_flag] if fx_flag else fx_tracing())
+                or jit_state() is not None)
+
+    def closed(manager):
+        try:
+            stack = local.stack
+        except AttributeError:
+            return
+        if stack and stack[-1].manager is manager and stack[-1].watch is None:
+            stack.pop()
+        else:
+            w.closed(manager)
+
+    def entering_transform(caller):
+        """A transform turns grad mode back on: inside a region?"""
+        try:
+            stack = local.stack
+        except AttributeError:
+            return
+        if stack and stack[-1].disabling:
+            w.transform_entered(caller)
+
+    def exit_of(cls):
+        original = cls.__exit__
+
+        def __exit__(self, *exc):
+            closed(self)
+            return original(self, *exc)
+        return __exit__
+
+    enable_grad_enter = enable_grad.__enter__
+
+    def enable_grad__enter__(self):
+        caller = getframe(1)
+        entering_transform(caller)
+        enable_grad_enter(self)
+        opened(self, "enable_grad", False, False, caller)
+
+    set_grad_init = set_grad_enabled.__init__
+
+    def set_grad_enabled__init__(self, mode):
+        set_grad_init(self, mode)
+        caller = getframe(1)
+        code = caller.f_code
+        if code is no_grad_enter:
+            opened(NO_GRAD, "no_grad", True, False, caller.f_back)
+            return
+        if code is no_grad_exit:
+            closed(NO_GRAD)
+            return
+        if code in clones:  # a decorated function's call: the decorator's region
+            caller = caller.f_back
+        try:
+            stack = local.stack
+        except AttributeError:
+            stack = w.stack()
+        while stack and stack[-1].pending:  # a statement ends the one before it
+            stack.pop()
+        if mode:
+            opened(self, "set_grad_enabled(True)", False, False, caller, True)
+        else:
+            opened(self, "set_grad_enabled(False)", True, False, caller, True)
+
+    set_grad_enter = set_grad_enabled.__enter__
+
+    def set_grad_enabled__enter__(self):
+        set_grad_enter(self)
+        try:
+            stack = local.stack
+        except AttributeError:
+            stack = w.stack()
+        if stack and stack[-1].manager is self and stack[-1].pending:
+            stack[-1].pending = False  # the `with` of a set_grad_enabled(...): a region with an end
+            if stack[-1].disabling and misreading():
+                w.watch(stack[-1])
+        else:
+            opened(self, f"set_grad_enabled({bool(self.mode)})", not self.mode, False, getframe(1))
+
+    set_grad_call = set_grad_enabled.__call__
+
+    def set_grad_enabled__call__(self, function):
+        w.closed(self)  # used as a decorator: its __init__ changed nothing for good
+        return set_grad_call(self, function)
+
+    inference_enter = inference_mode.__enter__
+
+    def inference_mode__enter__(self):
+        caller = getframe(1)
+        if not self.mode:
+            entering_transform(caller)
+        inference_enter(self)
+        if self.mode:
+            opened(self, "inference_mode", True, True, caller)
+        else:
+            opened(self, "inference_mode(False)", False, False, caller)
+
+    fwd_init = set_fwd_grad_enabled.__init__
+
+    def set_fwd_grad_enabled__init__(self, mode):
+        if mode:
+            entering_transform(getframe(1))
+        fwd_init(self, mode)
+
+    fwd_enter = set_fwd_grad_enabled.__enter__
+
+    def set_fwd_grad_enabled__enter__(self):
+        fwd_enter(self)
+        opened(self, "forward grad", False, False, getframe(1))
+
+    dual_enter, dual_exit = forward_ad.dual_level.__enter__, forward_ad.dual_level.__exit__
+
+    def dual_level__enter__(self):
+        caller = getframe(1)
+        entering_transform(caller)
+        level = dual_enter(self)
+        w.stack()
+        place = None if _library(caller.f_code.co_filename) else w.place(caller, caller.f_lineno)
+        w.local.dual_levels.append(place)
+        return level
+
+    def dual_level__exit__(self, *exc):
+        w.stack()
+        if w.local.dual_levels:
+            w.local.dual_levels.pop()
+        return dual_exit(self, *exc)
+
+    hooks = [
+        (enable_grad, "__enter__", enable_grad__enter__), (enable_grad, "__exit__", exit_of(enable_grad)),
+        (set_grad_enabled, "__init__", set_grad_enabled__init__),
+        (set_grad_enabled, "__enter__", set_grad_enabled__enter__),
+        (set_grad_enabled, "__exit__", exit_of(set_grad_enabled)),
+        (set_grad_enabled, "__call__", set_grad_enabled__call__),
+        (inference_mode, "__enter__", inference_mode__enter__),
+        (inference_mode, "__exit__", exit_of(inference_mode)),
+        (set_fwd_grad_enabled, "__init__", set_fwd_grad_enabled__init__),
+        (set_fwd_grad_enabled, "__enter__", set_fwd_grad_enabled__enter__),
+        (set_fwd_grad_enabled, "__exit__", exit_of(set_fwd_grad_enabled)),
+        (forward_ad.dual_level, "__enter__", dual_level__enter__),
+        (forward_ad.dual_level, "__exit__", dual_level__exit__),
+    ]
+    # TorchScript compiles a context manager's methods from their source: it finds the original's
+    # through __wrapped__, and a scripted function keeps its region
+    return [(cls, name, functools.wraps(cls.__dict__[name])(wrapper)) for cls, name, wrapper in hooks]
+
+
+WATCHER: Watcher | None = None
+
+
+def install() -> Watcher:
+    """Wrap torch's grad-mode classes (once per process) and return the watcher."""
+    global WATCHER
+    if WATCHER is None:
+        WATCHER = Watcher(names_for(torch.__version__))
+        WATCHER.install()
+    return WATCHER
+
+
+def unresolved(names: TorchNames) -> list[str]:
+    """The names of a row that do not resolve on the installed torch."""
+    missing = []
+    for field, dotted in fields(names).items():
+        try:
+            resolve(dotted)
+        except (ImportError, AttributeError):
+            missing.append(f"{field}: {dotted}")
+    return missing
