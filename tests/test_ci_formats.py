@@ -200,3 +200,24 @@ def test_rdjson_is_valid_and_counts_columns_in_utf8_bytes(tmp_path):
     subprocess.run([sys.executable, "-m", "lint_nograd", "fix", "--no-cache", "m.py"], cwd=tmp_path,
                    capture_output=True, check=False)
     assert new == (tmp_path / "m.py").read_bytes() != data
+
+
+def test_a_notebook_s_findings_name_their_cell_in_every_ci_format(tmp_path):
+    """Rows count within a cell: the file is named, and the message says which cell and line."""
+    junitparser = pytest.importorskip("junitparser")
+    (tmp_path / "pyproject.toml").write_text("[tool.lint-nograd]\n")
+    (tmp_path / "nb.ipynb").write_bytes((ROOT / "tests" / "fixtures" / "notebooks" / "meta_learning.ipynb").read_bytes())
+    places = [(d["cell"], d["location"]["row"]) for d in json.loads(lint_nograd(tmp_path, "--output-format", "json",
+                                                                                 "nb.ipynb"))]
+    assert places and all(cell is not None for cell, _ in places)
+    gitlab = json.loads(lint_nograd(tmp_path, "--output-format", "gitlab", "nb.ipynb"))
+    validate(gitlab, "gitlab-code-quality.json")
+    assert [issue["description"].split(":")[0] for issue in gitlab] == [f"cell {c}, line {r}" for c, r in places]
+    rdjson = json.loads(lint_nograd(tmp_path, "--output-format", "rdjson", "nb.ipynb"))
+    validate(rdjson, "rdjson.json")
+    assert [d["message"].split(", column")[0] for d in rdjson["diagnostics"]] == [
+        f"cell {c}, line {r}" for c, r in places]
+    report = tmp_path / "report.xml"
+    report.write_text(lint_nograd(tmp_path, "--output-format", "junit", "nb.ipynb"))
+    texts = [case.result[0].text for suite in junitparser.JUnitXml.fromfile(str(report)) for case in suite]
+    assert [text.split(", col")[0] for text in texts] == [f"cell {c}, line {r}" for c, r in places]

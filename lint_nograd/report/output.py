@@ -546,7 +546,7 @@ def _junit(diagnostics: Sequence[Diagnostic]) -> str:
         suite = ElementTree.SubElement(root, "testsuite", name=_xml(path), tests=str(len(found)),
                                        failures=str(len(failing)), errors="0")
         for d in found:
-            cell = f"cell {d.cell}:" if d.cell is not None else ""
+            cell = f"cell {d.cell}, " if d.cell is not None else ""
             case = ElementTree.SubElement(suite, "testcase", name=f"{TOOL}.{d.code}", classname=_xml(path),
                                           file=_xml(path), line=str(d.row), column=str(d.col))
             failure = ElementTree.SubElement(case, "failure", message=_xml(d.message), type=d.severity) \
