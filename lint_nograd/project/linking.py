@@ -111,6 +111,8 @@ class Project:
         self._passed: dict[tuple[str, str, str], tuple[Value, ...]] = {}  # what calls pass to a parameter
         self._indexed: set[str] = set()  # the modules whose call sites are in `_by_last_name`
         self._by_last_name: dict[str, list] = defaultdict(list)  # a callee's last name -> (module, call site)
+        self._following = False  # reach is being propagated
+        self._self_transforming: Optional[set[str]] = None  # the names of methods that transform `self`
         self._origins: dict = {}  # import, or (importer, import) when relative -> module
         self.reached: dict[FunctionKey, dict[str, Reacher]] = defaultdict(dict)
         self._queue: deque = deque()
@@ -292,7 +294,10 @@ class Project:
         field of a dataclass (`act: Callable = smooth`), what its constructions pass by its name too."""
         yield from self.resolve(module, ref)
         if ref[0] == "param":
-            yield from self.passed(module, ref[1], ref[2])
+            if self._following:
+                yield from self.passed(module, ref[1], ref[2])
+            else:  # asked outside a chain (most attributes nothing reaches): not looked for, not remembered
+                self._refused += 1
 
     def passed(self, module: str, function: str, parameter: str) -> tuple[Value, ...]:
         """What the calls of the loaded modules pass to a parameter (found once: linking asks
@@ -439,12 +444,25 @@ class Project:
         """Whether a call hands on something defined in a module that may lead to a region: told
         from the refs alone, so that nothing is loaded to answer."""
         leads = self._leads
-        for refs in _arguments(site):
+        arguments = _arguments(site) if not site.receiver or self._may_take_self(site) else \
+            chain(site.args, site.keywords.values())
+        for refs in arguments:
             for ref in refs:
                 found = self._module_of(module, ref)
                 if found is not None and (leads is None or found in leads):
                     return True
         return False
+
+    def _may_take_self(self, site) -> bool:
+        """Whether the method a call names may trace or transform `self` (`Net().export(x)` with
+        `def export(self, x): return torch.jit.trace(self, x)` in a base class), told by its name
+        among the methods of the loaded modules that do."""
+        if self._self_transforming is None:
+            self._self_transforming = {called_as(key[1]) for module in self.loaded()
+                                       for key, uses in self._uses_of(module).items()
+                                       if "." in key[1] and any(isinstance(use, tuple) for use in uses)
+                                       and self.function(key[:2]).params[:1] == (key[2],)}
+        return any(_last_name(ref) in self._self_transforming for ref in site.callees)
 
     def _may_transform(self, module: str, site) -> bool:
         """Whether a call's callee may be a helper that transforms its parameter: one of a module
@@ -523,11 +541,12 @@ class Project:
 
     def transformed_parameters(self) -> list[tuple[str, str, str]]:
         """The parameters that the functions of the loaded modules hand to a transform or tracer,
-        directly, in a closure, or through other helpers: what a call passes to them is reached."""
+        directly or in a closure (those handed on to another helper are in `helpers` once a call
+        of it is linked): what a call passes to them is reached."""
         found = []
         for module in self.loaded():
-            for key in list(self._uses_of(module)):
-                if self.parameter(key)[1]:
+            for key, uses in self._uses_of(module).items():
+                if called_as(key[1]) and any(isinstance(use, tuple) for use in uses):
                     found.append(key)
         return found
 
@@ -590,6 +609,13 @@ class Project:
                     self._reach(function, mode, reacher)
 
     def _propagate(self) -> None:
+        self._following = True  # what attributes hold is looked for only along a chain
+        try:
+            self._follow()
+        finally:
+            self._following = False
+
+    def _follow(self) -> None:
         while self._queue:
             key, mode = self._queue.popleft()
             module, name = key

@@ -906,11 +906,12 @@ def _is_property(decorator: ast.expr) -> bool:
 
 
 def _may_be_the_projects(ref: Ref) -> bool:
-    """Whether a ref may stand for an instance of a class of the project: `Net()`, `self`, an element
-    of a container, `self.net`; not a parameter (what it is, is not followed), a module, or torch's."""
+    """Whether a ref may stand for an instance of a class of the project made elsewhere: `Net()`, an
+    element of a container, `self.net`; not `self` (its class is known), a parameter (what it is, is
+    not followed), a module, or torch's."""
     if ref[0] == "attr" and ref[1][0] == "inst":
         ref = ref[1]
-    elif ref[0] not in ("call", "inst", "item"):
+    elif ref[0] not in ("call", "item"):
         return False
     while ref[0] in ("attr", "call", "inst", "box", "item", "wrap"):
         ref = ref[1]

@@ -333,9 +333,16 @@ class Run:
                     wanted.setdefault((module, True), set()).add(name)
         found = []
         for (module, backward), names in sorted(wanted.items()):
+            methods = any("." in name and not name.endswith(".__init__") for name in names)
             names = {called for name in names if (called := called_as(name))}
-            # through any number of modules: `Net().export(x)` with `export` in a base class of `Net`
-            importers = {m for m in self._leading_to({module, *_packages(module)}) if m in self.by_module} - {module}
+            importers = set(self.importers().get(module, ()))
+            for package in _packages(module):  # `from pkg import hvp` re-exported by pkg/__init__.py
+                importers |= self.importers().get(package, set())
+            if methods:  # through any number of modules: `Net().export(x)` with `export` in a base of `Net`
+                importers = {m for m in self._leading_to({module, *_packages(module)}) if m in self.by_module}
+            importers.discard(module)
+            if not backward:  # what a file passes can lead to a region only if its imports lead to one
+                importers &= self.leading_to_regions
             for importer in sorted(importers):
                 file = self.by_module[importer]
                 if not file.summarised and file.index is not None and (file.index.backward or not backward) \
