@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import io
 import json
+import re
 import tokenize
 import warnings
 from collections import Counter
@@ -134,12 +135,16 @@ def parses(data: bytes) -> bool:
 
 
 def comments(data: bytes) -> Counter:
+    """The comments, but the lint-nograd codes of `# noqa: ...` directives, which NG100's fix may take out."""
     data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")  # tokenize splits lines at \n only
     try:
-        return Counter(token.string for token in tokenize.tokenize(io.BytesIO(data).readline)
-                       if token.type == tokenize.COMMENT)
+        return Counter(_NOQA.sub("", token.string).rstrip() for token in tokenize.tokenize(io.BytesIO(data).readline)
+                       if token.type == tokenize.COMMENT and _NOQA.sub("", token.string).strip())
     except (SyntaxError, tokenize.TokenError, LookupError, UnicodeError):
         return Counter()
+
+
+_NOQA = re.compile(r"#\s*noqa\s*:\s*NG\d+(?:[\s,]+NG\d+)*", re.IGNORECASE)
 
 
 def check_survives(data: bytes) -> None:

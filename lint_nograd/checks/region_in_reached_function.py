@@ -92,7 +92,7 @@ def message_at_reacher(finding: RegionFinding, region: Region, callee: str, plac
     }[finding.kind]))
 
 
-def modes_that_cannot_matter(region: Region, project: Optional[Project] = None,
+def modes_that_cannot_matter(region: Region, project: Project | None = None,
                              module: str = "") -> frozenset[str]:
     """The modes in which a region provably cannot change what a transform or tracer returns (the
     flow rule: report unless it provably cannot matter). From the file alone: a body that turns grad

@@ -117,7 +117,7 @@ class Project:
         self.reached: dict[FunctionKey, dict[str, Reacher]] = defaultdict(dict)
         self._queue: deque = deque()
         self._reported_in: Optional[tuple[frozenset[str], dict]] = None
-        self._flow: Optional[_FlowFacts] = None  # the flow rule's facts, read once after linking
+        self._flow: _FlowFacts | None = None  # the flow rule's facts, read once after linking
 
     # -- modules ------------------------------------------------------------------------------------
 
@@ -736,7 +736,7 @@ class Project:
             facts.traced_plainly = self._reached_from(facts.plain_tracings)
         return key not in facts.traced_plainly
 
-    def _flow_facts(self) -> "_FlowFacts":
+    def _flow_facts(self) -> _FlowFacts:
         if self._flow is None:
             facts = _FlowFacts()
             for module in self.loaded():
@@ -846,8 +846,8 @@ class _FlowFacts:
     constant: dict = field(default_factory=dict)  # (function, mode) -> params no transform applied to it differentiates
     mentioned: dict = field(default_factory=dict)  # mode -> functions a function reached in it calls or hands on
     plain_tracings: list = field(default_factory=list)  # what tracers that are no gradient step run (None: unknown)
-    traced_plainly: Optional[set] = None  # the functions they reach (None: not followed yet)
-    reads: Optional[set] = None  # the attribute names reached code loads (None: not followed yet)
+    traced_plainly: set | None = None  # the functions they reach (None: not followed yet)
+    reads: set | None = None  # the attribute names reached code loads (None: not followed yet)
     external: bool = False  # reached code calls code outside the project, which may read any
 
 

@@ -25,9 +25,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-from lint_nograd.analysis import entry_points, torch_names
+from lint_nograd.analysis import entry_points, region_flow, torch_names
 from lint_nograd.analysis.model import SemanticModel, TableVisitor, inside_comprehension
-from lint_nograd.analysis import region_flow
 from lint_nograd.analysis.region_values import region_cuts_its_values
 from lint_nograd.analysis.scopes import COMPREHENSION_NODES, Binding, Scope
 
