@@ -3,7 +3,9 @@ first root winning when two hold one module, and the project root and settings f
 paths checked, never from the working directory."""
 from __future__ import annotations
 
+import functools
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -57,7 +59,9 @@ def test_the_same_findings_from_inside_another_project(tmp_path, capsys):
     assert status == 1 and "NG004" in expected
     got, _ = check(other, ["../project/pkg/train.py", "../project/pkg/forms.py"], capsys)
     shown = got.partition("pkg/")[0]  # how paths outside the working directory are shown
-    assert got == expected.replace("pkg/", f"{shown}pkg/") and shown.rstrip("/").endswith("project")
+    # a message names the region's place shorter when a long path would not fit in 100 characters
+    short = functools.partial(re.sub, r"\((?:[^()\s]*/)?([\w.]+\.py:\d+)\)", r"(\1)")
+    assert short(got) == short(expected.replace("pkg/", f"{shown}pkg/")) and shown.rstrip("/").endswith("project")
 
 
 def test_settings_files_at_a_project_root_are_read_like_ruff_toml(tmp_path, capsys):

@@ -165,7 +165,6 @@ def _flow_calls(ns: dict) -> dict:
         "local_from_input_near_miss": (ns["local_from_input_near_miss"], (X,), 0),
         "reenabled": (ns["reenabled"], (X,), 0),
         "reenabled_near_miss": (ns["reenabled_near_miss"], (X,), 0),
-        "Logged": (ns["Logged"](), (X,), 0),
         "LoggedNearMiss": (ns["LoggedNearMiss"](), (X,), 0),
     }
 
@@ -190,6 +189,17 @@ def test_a_region_is_reported_exactly_where_forward_and_reverse_mode_disagree(na
                 if d.code == "NG004" and start - 1 <= d.row < end]
     assert bool(reported) == (not torch.allclose(forward, reverse)), (forward, reverse)
     assert bool(reported) == name.endswith(("_near_miss", "NearMiss"))
+
+
+def test_a_region_that_only_stores_for_logging_computes_the_same_in_both_modes(monkeypatch):
+    """The project fixture `flow/` (where the whole project is known, so that nothing reached reads
+    the attribute) reports no `Logged` region: forward and reverse mode agree on it."""
+    monkeypatch.syspath_prepend(str(FIXTURES.parent / "projects" / "flow"))
+    ns = runpy.run_path(str(FIXTURES.parent / "projects" / "flow" / "pkg" / "model.py"), run_name="model")
+    logged = ns["Logged"]()
+    assert torch.allclose(jacfwd(logged)(X), jacrev(logged)(X))
+    expected = (FIXTURES.parent / "projects" / "flow" / "expect.txt").read_text()
+    assert "model.py:8:" not in expected and "model.py:15:14: NG004" in expected
 
 
 @pytest.mark.parametrize("case", ["flow_traced_training_step", "flow_traced_training_step_near_miss"])

@@ -75,7 +75,7 @@ async def test_findings_and_fix_all_follow_the_protocol_s_line_ends(client, proj
     assert expected != text and apply(text, fix_all.edit.changes[path.as_uri()]) == expected
     [quick_fix] = [a for a in await actions(client, path.as_uri(), found["NG006"]) if a.title.startswith("Fix NG006")]
     fixed = apply(text, quick_fix.edit.changes[path.as_uri()])
-    assert "    scale = stop_gradient(y.std() + 1e-6)  # meant as a constant" in LINE_BREAK.split(fixed)
+    assert "    scale = stop_gradient(prediction.std() + 1e-6)  # meant as a constant" in LINE_BREAK.split(fixed)
     assert len(fixed) < len(text) + 100  # the edit replaced lines, it did not copy the file
 
 
