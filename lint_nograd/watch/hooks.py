@@ -320,7 +320,7 @@ class Watcher:
         """Where `check` would report a region: the `with` item, the statement, the decorator;
         None for a region of torch's machinery or of lint_nograd."""
         frame = region.frame
-        if frame.f_code in _DECORATOR_CODES:
+        if _where_defined(frame.f_code) in _DECORATOR_CODES:
             function = frame.f_locals.get("func")
             return self.decorator_place(function, region.api) if function is not None else None
         return self.place(frame, region.row, region.api)
@@ -384,7 +384,13 @@ class Watcher:
 
 
 _KEEPING = {entry.name for entry in ENTRY_POINTS if entry.modes == (KEEPS,)}
-_DECORATOR_CODES: set[types.CodeType] = set()  # torch's decorator wrappers: the region is the decorator's
+# torch's decorator wrappers, by where they are defined: the region is the decorator's (torch 2.15
+# gives each wrapper a code object of its own, named after the context manager)
+_DECORATOR_CODES: set[tuple[str, int]] = set()
+
+
+def _where_defined(code: types.CodeType) -> tuple[str, int]:
+    return code.co_filename, code.co_firstlineno
 
 
 def _codes(function) -> list[types.CodeType]:
@@ -500,7 +506,7 @@ def _hooks(w: Watcher) -> list[tuple[type, str, Any]]:
     fx_module, _, fx_name = w.names.fx_tracing.rpartition(".")
     fx_globals, fx_flag = vars(resolve(fx_module)), None if w.names.fx_tracing_is_function else fx_name
     _DECORATOR_CODES.update(
-        code for function in (torch_contextlib.context_decorator, torch_contextlib._wrap_generator)
+        _where_defined(code) for function in (torch_contextlib.context_decorator, torch_contextlib._wrap_generator)
         for code in _codes(function)[1:])
     # no_grad goes through torch.set_grad_enabled: in its __enter__, then in its __exit__
     no_grad_enter, no_grad_exit = grad_mode.no_grad.__enter__.__code__, grad_mode.no_grad.__exit__.__code__
