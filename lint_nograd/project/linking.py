@@ -831,7 +831,7 @@ class Project:
             text = f"`{reacher.entry}(...)` at {self.where(reacher.module, reacher.span, here)}"
         if reacher.via is not None:
             via_module, via_span, via_text = reacher.via
-            text += f", given `{_callee_text(via_text)}` at {self.where(via_module, via_span, here)}"
+            text += f", given `{callee_text(via_text)}` at {self.where(via_module, via_span, here)}"
         if reacher.through is not None:
             module, function = reacher.through
             function = display_name(function)
@@ -958,7 +958,7 @@ def _reacher(mode: str, module: str, source) -> Reacher:
     return Reacher(mode, source.entry, module, source.span, source.text)
 
 
-def _callee_text(text: str) -> str:
+def callee_text(text: str) -> str:
     """`hvp(...)` for `hvp(energy, x, v)`, `Net().export(...)` for `Net().export(x)`."""
     if text.endswith(")") and not text.endswith("...)"):  # the whole call: drop its last arguments
         depth = 0
@@ -969,5 +969,5 @@ def _callee_text(text: str) -> str:
     return text.partition("(")[0] + "(...)"
 
 
-__all__ = ["FORWARD", "REVERSE", "DROPS", "MODULE_BODY", "ModuleEntry", "Project", "Reacher", "called_as",
-           "module_name", "module_name_and_root"]
+__all__ = ["FORWARD", "REVERSE", "DROPS", "MODULE_BODY", "ModuleEntry", "Project", "Reacher", "callee_text",
+           "called_as", "module_name", "module_name_and_root"]

@@ -32,7 +32,7 @@ from lint_nograd.checks.region_in_reached_function import (
     modes_that_cannot_matter,
     region_code,
 )
-from lint_nograd.project.linking import ModuleEntry, Project, Reacher
+from lint_nograd.project.linking import ModuleEntry, Project, Reacher, callee_text
 from lint_nograd.project.summary import ModuleSummary, Span, display_name, span_of, summarise
 from lint_nograd.report import suppression
 from lint_nograd.report.diagnostics import Diagnostic, Related
@@ -245,7 +245,7 @@ def linked(project: Project, module: str, given: frozenset[str], codes: frozense
             if reacher.via is not None:
                 related += (related_at(reacher.span, f"where {call_name(reacher)} applies it",
                                        project.path(reacher.module)),)
-            message = message_at_reacher(finding, region, _callee_text(text),
+            message = message_at_reacher(finding, region, callee_text(text),
                                          f"{project.path(region_module)}:{region.span.row}")
             found.append((None, _at(span, finding.code, message, display_path, finding.severity, finding.help,
                                     related)))
@@ -277,20 +277,9 @@ def _reacher_related(project: Project, finding: RegionFinding, here: str) -> tup
     related = (related_at(reacher.span, message, project.path(reacher.module)),)
     if reacher.via is not None:
         via_module, via_span, via_text = reacher.via
-        related += (related_at(via_span, f"given to `{shorten(_callee_text(via_text), 40)}` here",
+        related += (related_at(via_span, f"given to `{shorten(callee_text(via_text), 40)}` here",
                                project.path(via_module)),)
     return related
-
-
-def _callee_text(text: str) -> str:
-    """`hvp(...)` for `hvp(energy, x, v)`, `Net().export(...)` for `Net().export(x)`."""
-    if text.endswith(")") and not text.endswith("...)"):  # the whole call: drop its last arguments
-        depth = 0
-        for at in range(len(text) - 1, 0, -1):
-            depth += {")": 1, "(": -1}.get(text[at], 0)
-            if depth == 0:
-                return text[:at] + "(...)"
-    return text.partition("(")[0] + "(...)"
 
 
 def finish(data: bytes, display_path: str, codes: frozenset[str], found: list[Linked],
