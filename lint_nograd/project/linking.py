@@ -765,32 +765,31 @@ class Project:
         what linking reaches from them); every function when a start is unknown (None)."""
         if None in starts:
             return _EVERYTHING
-        seen: set[FunctionKey] = set()
-        queue = deque(starts)
-        outer = self._permissive
-        self._permissive = 2
-        try:
-            while queue:
-                key = queue.popleft()
-                if key in seen:
-                    continue
-                seen.add(key)
-                function = self.function(key)
-                if function is None:
-                    continue
-                refs = [*function.calls, *(ref for source in function.sources for ref in source.targets),
-                        *(ref for site in function.call_sites for refs in _arguments(site) for ref in refs)]
-                queue.extend((v[1], v[2]) for v in self._functions(key[0], refs))
-        finally:
-            self._permissive = outer
-        return seen
+        return self._walk(starts, lambda key, function, refs: [(v[1], v[2]) for v in self._functions(key[0], refs)])
 
     def _reads_of_reached(self) -> tuple[set[str], bool]:
         """The attribute names the reached functions load, following their calls into every module
         (linking looks only where a region may be), and whether one calls code outside the project."""
         reads: set[str] = set()
+
+        def step(key: FunctionKey, function, refs: list) -> Optional[list]:
+            reads.update(function.reads)
+            following = []
+            for value in self._values(key[0], refs):
+                if value[0] in ("X", "XI") and not value[1].startswith(_LIBRARIES_THAT_READ_NOTHING):
+                    return None  # code outside the project may read anything
+                following += [(v[1], v[2]) for v in self.runs(value)]
+            return following
+
+        external = self._walk(self.reached, step) is None
+        return reads, external
+
+    def _walk(self, starts, step) -> Optional[set]:
+        """Breadth first from `starts` over the functions of every module (any may be loaded):
+        `step(key, function, refs)` gives the functions to go on to, or None to stop. The functions
+        seen, or None when a step stopped."""
         seen: set[FunctionKey] = set()
-        queue = deque(self.reached)
+        queue = deque(starts)
         outer = self._permissive
         self._permissive = 2  # any module may be loaded
         try:
@@ -802,16 +801,15 @@ class Project:
                 function = self.function(key)
                 if function is None:
                     continue
-                reads.update(function.reads)
                 refs = [*function.calls, *(ref for source in function.sources for ref in source.targets),
                         *(ref for site in function.call_sites for refs in _arguments(site) for ref in refs)]
-                for value in self._values(key[0], refs):
-                    if value[0] in ("X", "XI") and not value[1].startswith(_LIBRARIES_THAT_READ_NOTHING):
-                        return reads, True
-                    queue.extend((v[1], v[2]) for v in self.runs(value))
+                following = step(key, function, refs)
+                if following is None:
+                    return None
+                queue.extend(following)
         finally:
             self._permissive = outer
-        return reads, False
+        return seen
 
     def where(self, module: str, span: Span, here: str) -> str:
         """`line 4` in the module `here`, `pkg/model.py:4` in another."""
