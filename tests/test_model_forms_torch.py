@@ -106,6 +106,17 @@ def test_a_model_kept_by_a_trainer(project):
     assert traced_minus_eager(traced, graph) > 0.1
 
 
+@pytest.mark.parametrize("project", ["models_handed_around"], indirect=True)
+def test_a_function_handed_through_helpers_of_other_modules(project):
+    """`curvature(potential, x)` hands `potential` on to `hvp`, which applies jvp over grad: the
+    Hessian-vector product differs from the one reverse mode computes, which respects the region."""
+    curvature, nets = project("pkg.curvature"), project("pkg.nets")
+    for f in (nets.energy, nets.potential):
+        reverse = jacrev(torch.func.grad(f))(X) @ X
+        assert float((curvature.curvature(f, X) - reverse).abs().max()) > 0.1
+    assert torch.equal(curvature.value(nets.measured, X), nets.measured(X))  # only called
+
+
 @pytest.mark.parametrize("project", ["inheritance"], indirect=True)
 def test_a_base_class_method_that_traces_or_transforms_self(project):
     nets = project("pkg.nets")

@@ -541,12 +541,11 @@ class Project:
 
     def transformed_parameters(self) -> list[tuple[str, str, str]]:
         """The parameters that the functions of the loaded modules hand to a transform or tracer,
-        directly or in a closure (those handed on to another helper are in `helpers` once a call
-        of it is linked): what a call passes to them is reached."""
+        directly, in a closure or through other helpers: what a call passes to them is reached."""
         found = []
         for module in self.loaded():
             for key, uses in self._uses_of(module).items():
-                if called_as(key[1]) and any(isinstance(use, tuple) for use in uses):
+                if called_as(key[1]) and (any(isinstance(use, tuple) for use in uses) or self.parameter(key)[1]):
                     found.append(key)
         return found
 

@@ -162,6 +162,21 @@ class Run:
         return self._leading_to({f.module for f in self.files.values() if f.index is not None and f.index.regions})
 
     @functools.cached_property
+    def under_regions(self) -> set[str]:
+        """The modules leading to regions and those they import, directly or not."""
+        found, stack = set(self.leading_to_regions), list(self.leading_to_regions)
+        imported: dict[str, set[str]] = {}
+        for module, importers in self.importers().items():
+            for importer in importers:
+                imported.setdefault(importer, set()).add(module)
+        while stack:
+            for module in imported.get(stack.pop(), ()):
+                if module not in found:
+                    found.add(module)
+                    stack.append(module)
+        return found
+
+    @functools.cached_property
     def helpers(self) -> set[str]:
         """The modules that may apply a transform or tracer and that a module leading to a region
         imports, directly or not: their functions may transform what that module hands them
@@ -341,8 +356,8 @@ class Run:
             if methods:  # through any number of modules: `Net().export(x)` with `export` in a base of `Net`
                 importers = {m for m in self._leading_to({module, *_packages(module)}) if m in self.by_module}
             importers.discard(module)
-            if not backward:  # what a file passes can lead to a region only if its imports lead to one
-                importers &= self.leading_to_regions
+            if not backward:  # what a file passes leads to a region only if its imports lead to one, or
+                importers &= self.under_regions  # if a file leading to one hands it a function to pass on
             for importer in sorted(importers):
                 file = self.by_module[importer]
                 if not file.summarised and file.index is not None and (file.index.backward or not backward) \
