@@ -142,8 +142,8 @@ def test_inheritance_look_alikes_agree(project):
 
 
 def test_regions_spelled_through_a_variable_and_type_checking_names():
-    """fixtures/checker/ng004_region_objects.py: the regions held in a variable or on `self` change
-    forward-mode results; the look-alikes (another context manager, a name bound to torch's
+    """fixtures/checker/ng004_region_objects.py: the regions held in a variable, on `self` or
+    entered on an ExitStack change forward-mode results; the look-alikes (another context manager, a name bound to torch's
     `no_grad` only for type checkers) do not."""
     path = Path(__file__).parent / "fixtures" / "checker" / "ng004_region_objects.py"
     spec = importlib.util.spec_from_file_location("ng004_region_objects", path)
@@ -153,6 +153,9 @@ def test_regions_spelled_through_a_variable_and_type_checking_names():
     assert forward_minus_reverse(module.Held()) > 0.1
     assert forward_minus_reverse(module.not_a_region) == 0
     assert forward_minus_reverse(module.named_at_type_checking_only) == 0
+    assert forward_minus_reverse(module.entered_on_a_stack) > 0.1
+    assert forward_minus_reverse(module.entered_when_asked) > 0.1
+    assert forward_minus_reverse(module.stack_of_other_contexts) == 0
 
 
 @pytest.mark.parametrize("project", ["stored_functions"], indirect=True)

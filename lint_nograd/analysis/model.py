@@ -41,6 +41,11 @@ class GradModeChange:
                 or (self.api == "inference_mode" and self.enabled is True))
 
     @property
+    def on_stack(self) -> bool:
+        """Entered by `stack.enter_context(...)`: it holds until the stack closes."""
+        return isinstance(self.owner, ast.Expr) and self.owner.value is not self.expr
+
+    @property
     def is_decorator(self) -> bool:
         return self.owner is self.function and isinstance(self.owner, (ast.FunctionDef, ast.AsyncFunctionDef))
 
@@ -135,18 +140,37 @@ class Frame:
     states: list[GradState] = field(default_factory=list)  # the stack of states, innermost last
     blocks: list[int] = field(default_factory=list)  # the branches of `if`/`for`/`try` we are inside
     graphless: dict[str, _GraphlessValue] = field(default_factory=dict)
+    stacks: list[tuple[int, int]] = field(default_factory=list)  # for each ExitStack open: len(states), len(blocks)
 
-    def push(self, change: GradModeChange) -> None:
+    def push(self, change: GradModeChange | None) -> None:
         self.states.append(self.state)
-        self.state = self.state.after(change)
+        self.state = self.state.after(change) if change else self.state
 
     def pop(self) -> None:
         self.state = self.states.pop()
 
+    def open_stack(self) -> None:
+        """`with ExitStack() as stack:`: what its body enters holds until the body ends."""
+        self.push(None)
+        self.stacks.append((len(self.states), len(self.blocks)))
+
+    def close_stack(self) -> None:
+        self.stacks.pop()
+        self.pop()
+
     def set_from_here(self, change: GradModeChange) -> None:
         """`torch.set_grad_enabled(False)` called as a statement: it holds for the rest of the body.
-        Inside a branch or a `with`, what holds after it is not known: nothing is, from there on."""
-        if self.states or self.blocks:
+        Inside a branch or a `with`, what holds after it is not known: nothing is, from there on.
+        `stack.enter_context(torch.no_grad())` in the body of `with ExitStack() as stack`: the same,
+        until that body ends."""
+        if change.on_stack and self.stacks:
+            level, blocks = self.stacks[-1]
+            if (level, blocks) != (len(self.states), len(self.blocks)):  # in a branch or a `with` of the body
+                self.states[level:] = [CALLER_STATE] * (len(self.states) - level)
+                self.state = CALLER_STATE
+            else:
+                self.state = self.state.after(change)
+        elif self.states or self.blocks:
             self.states = [CALLER_STATE] * len(self.states)
             self.state = CALLER_STATE
         else:
@@ -246,9 +270,14 @@ class SemanticModel:
 
     def grad_mode_change(self, expr: ast.expr, scope: Scope, owner: ast.AST,
                          function: ast.AST | None) -> GradModeChange | None:
-        """Classify a `with` item or decorator: `torch.no_grad()`, `@torch.inference_mode`, ..."""
+        """Classify a `with` item or decorator: `torch.no_grad()`, `@torch.inference_mode`, ...;
+        or a statement: `torch.set_grad_enabled(False)`, `stack.enter_context(torch.no_grad())`."""
+        entered = isinstance(owner, (ast.With, ast.AsyncWith))
+        outer = expr
+        if isinstance(owner, ast.Expr) and (inner := _entered_context(expr)) is not None:
+            expr, entered = inner, True  # an ExitStack enters it: it holds until the stack closes
         call = expr if isinstance(expr, ast.Call) else None
-        if isinstance(owner, (ast.With, ast.AsyncWith)) and call is None:
+        if entered and call is None:
             # `with frozen:` after `frozen = torch.no_grad()`; `with torch.no_grad:` is no context manager
             call, scope = self._region_object(expr, scope)
             if call is None:
@@ -264,14 +293,14 @@ class SemanticModel:
                 break
         else:
             return None
-        if isinstance(owner, ast.Expr) and api_name != "set_grad_enabled":
+        if not entered and isinstance(owner, ast.Expr) and api_name != "set_grad_enabled":
             return None  # of the four, only set_grad_enabled acts when merely called
         enabled = {"no_grad": False, "enable_grad": True}.get(api_name)
         if api_name in ("set_grad_enabled", "inference_mode"):
             enabled = _literal_mode(call, keyword="mode", default=api_name == "inference_mode")
         change = GradModeChange(api_name, enabled, expr, owner, function)
         self.grad_mode_changes.append(change)
-        self._change_of[expr] = change
+        self._change_of[expr] = self._change_of[outer] = change
         return change
 
     def _region_object(self, expr: ast.expr, scope: Scope) -> tuple[ast.Call | None, Scope]:
@@ -380,7 +409,9 @@ class SemanticModel:
         """Resolve the candidates whose last name may be a grad-mode API: only those cost a lookup."""
         words = self._with_aliases(torch_names.GRAD_MODE_WORDS)
         for expr, scope, owner, function, frame_node in self._candidates:
-            if _last_name(expr.func if isinstance(expr, ast.Call) else expr) not in words:
+            entered = _entered_context(expr) if isinstance(owner, ast.Expr) else None
+            named = entered if entered is not None else expr
+            if _last_name(named.func if isinstance(named, ast.Call) else named) not in words:
                 continue
             change = self.grad_mode_change(expr, scope, owner, function)
             if change and change.disables_grad:
@@ -514,18 +545,21 @@ class _FrameWalker(TableVisitor):
     # -- regions --------------------------------------------------------------------------------
 
     def visit_With(self, node: ast.With | ast.AsyncWith) -> None:
-        pushed = 0
+        closes = []
         for item in node.items:
             self.visit(item.context_expr)
             change = self.model.change_at(item.context_expr)
             if change:
                 self._frame.push(change)
-                pushed += 1
+                closes.append(self._frame.pop)
+            elif isinstance(item.context_expr, ast.Call) and _last_name(item.context_expr.func) in _EXIT_STACKS:
+                self._frame.open_stack()
+                closes.append(self._frame.close_stack)
             if item.optional_vars is not None:
                 self.visit(item.optional_vars)
         self._visit_all(node.body)
-        for _ in range(pushed):
-            self._frame.pop()
+        for close in reversed(closes):
+            close()
 
     visit_AsyncWith = visit_With
 
@@ -706,6 +740,7 @@ _TRY_STAR = (ast.TryStar,) if hasattr(ast, "TryStar") else ()
 _COMPOUND = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.With, ast.AsyncWith, ast.If,
                        ast.While, ast.For, ast.AsyncFor, ast.Try, *_TRY_STAR,
                        *([ast.Match] if hasattr(ast, "Match") else [])})
+_EXIT_STACKS = frozenset({"ExitStack", "AsyncExitStack"})
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # what Python's tokenizer counts as a new line
 
 
@@ -794,6 +829,14 @@ def _header(statement: ast.stmt) -> list[ast.AST]:
     if hasattr(statement, "subject"):  # match
         return [statement.subject, *[case.guard for case in statement.cases if case.guard]]
     return [handler.type for handler in statement.handlers if handler.type]  # try
+
+
+def _entered_context(expr: ast.expr) -> ast.expr | None:
+    """`torch.no_grad()` for `stack.enter_context(torch.no_grad())` (contextlib's ExitStack)."""
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "enter_context" \
+            and len(expr.args) == 1 and not expr.keywords:
+        return expr.args[0]
+    return None
 
 
 def _last_name(expr: ast.expr) -> str:

@@ -480,7 +480,8 @@ def region_cuts_its_values(model: SemanticModel, region: GradModeChange) -> bool
 def check_owner(model: SemanticModel, region: GradModeChange) -> None:
     owner = region.owner
     if isinstance(owner, ast.Expr):
-        raise Refusal("set_grad_enabled(False) called as a statement: no block to rewrite")
+        raise Refusal("entered on an ExitStack: no block to rewrite" if region.on_stack
+                      else "set_grad_enabled(False) called as a statement: no block to rewrite")
     if isinstance(owner, ast.AsyncWith):
         raise Refusal("async with statement")
     if isinstance(owner, ast.With):
