@@ -31,13 +31,14 @@ from lint_nograd.run.config import (
     DEFAULT_STOP_GRADIENT,
     ConfigError,
     RuleSelection,
+    by_project,
     expand_selectors,
     load_config,
     project_root,
     select_rules,
 )
 from lint_nograd.run.files import DEFAULT_EXCLUDE, compile_patterns, discover, is_valid_pattern, repository_root
-from lint_nograd.run.jobs import PARALLEL_MIN_FILES, Job
+from lint_nograd.run.jobs import PARALLEL_MIN_FILES, Job, Outcome
 from lint_nograd.run.notebook import NotebookError
 from lint_nograd.run.regular_file import read_regular_file
 from lint_nograd.run.workers import Workers
@@ -314,13 +315,40 @@ def run_check(options: argparse.Namespace) -> int:
         return run_fix(options)
     if options.watch:
         return watch(options)
-    plan, cache = _plan_and_cache(options)
-    outcome = runner.check(plan.jobs, plan.project_files, plan.import_roots, _workers(options), cache, Fixer(plan.fixes))
-    _warn_about_cache(options, cache)
+    projects = _projects(options)
+    outcome = Outcome()
+    for project, cache in projects:
+        found = runner.check(project.jobs, project.project_files, project.import_roots, _workers(options), cache,
+                             Fixer(project.fixes))
+        outcome.diagnostics += found.diagnostics
+        outcome.errors += found.errors
+        _warn_about_cache(options, cache)
+    plan = options.planned = _joined([project for project, _ in projects])
     if options.add_noqa:
         return _add_noqa(options, plan, outcome.diagnostics, plan.errors + outcome.errors)
     return _finish(options, outcome.diagnostics, plan.errors + outcome.errors, unread=plan.unread,
                    unsafe_fixes=plan.fixes.unsafe_fixes, root=plan.root, exit_on_note=plan.exit_on_note)
+
+
+def _projects(options: argparse.Namespace) -> list[tuple[Plan, Cache]]:
+    """A plan and a cache for each project the paths given belong to (as ruff finds settings for
+    each file): each is linked on its own, with its settings and import roots."""
+    groups = [options.paths]
+    if options.paths and not (options.stdin_filename or options.config or options.isolated):
+        groups = by_project(options.paths, Path.cwd())
+    return [_plan_and_cache(options if len(groups) == 1 else argparse.Namespace(**{**vars(options), "paths": paths}))
+            for paths in groups]
+
+
+def _joined(plans: list[Plan]) -> Plan:
+    """The plans of several projects as one, to report on (the first one's root and settings)."""
+    first = plans[0]
+    if len(plans) == 1:
+        return first
+    return replace(first, jobs=[job for plan in plans for job in plan.jobs],
+                   project_files=[file for plan in plans for file in plan.project_files],
+                   errors=[error for plan in plans for error in plan.errors], unread=sum(plan.unread for plan in plans),
+                   exit_on_note=any(plan.exit_on_note for plan in plans))
 
 
 def _plan_and_cache(options: argparse.Namespace) -> tuple[Plan, Cache]:
@@ -433,11 +461,17 @@ def watch(options: argparse.Namespace) -> int:
 
 def run_fix(options: argparse.Namespace) -> int:
     """Rewrite what can be rewritten, then report what remains, as `check` would."""
-    plan, cache = _plan_and_cache(options)
+    projects = _projects(options)
+    plan = _joined([project for project, _ in projects])
+    project_of = {job.path: project for project, _ in projects for job in project.jobs}
     # what reaches each region is a fact of the whole project: a region is fixed in the file that holds it
-    reach, errors = runner.reach(plan.jobs, plan.project_files, plan.import_roots, _workers(options), cache)
-    _warn_about_cache(options, cache)
-    errors = plan.errors + errors
+    reach, errors = {}, list(plan.errors)
+    for project, cache in projects:
+        found, failed = runner.reach(project.jobs, project.project_files, project.import_roots, _workers(options),
+                                     cache)
+        reach.update(found)
+        errors += failed
+        _warn_about_cache(options, cache)
     remaining: list[Diagnostic] = []
     fixed: list[tuple[str, object]] = []  # (display path, FixedRegion)
     imports: dict[str, set[str]] = {}  # import statement -> the files it was added to
@@ -446,7 +480,7 @@ def run_fix(options: argparse.Namespace) -> int:
     workers = min(_workers(options), len(plan.jobs)) if len(plan.jobs) > PARALLEL_MIN_FILES else 1
     with Workers(workers) as pool:
         pending = [(job, data, pool.submit(fix_pending, data, job.display_path, codes, reach.get(job.path),
-                                           plan.fixes, plan.torch_version,
+                                           project_of[job.path].fixes, job.torch_version,
                                            if_worker_stops=(None, _stopped([job]))))
                    for job, data, codes in _gated(plan.jobs, errors, reach)]
         for job, data, result in pending:
@@ -480,18 +514,21 @@ def run_fix(options: argparse.Namespace) -> int:
         sys.stdout.buffer.write(plan.stdin)
         sys.stdout.flush()
     if not options.diff and not options.stdin_filename:  # what remains, as the whole project shows it
-        outcome = runner.check(plan.jobs, plan.project_files, plan.import_roots, _workers(options), cache,
-                               Fixer(plan.fixes))
-        _warn_about_cache(options, cache)
-        remaining, errors = outcome.diagnostics, errors + outcome.errors
-        # an unused `# noqa` is a fact of the whole project: its removal is applied from the project's check
-        removed = _remove_unused_noqa(plan, remaining, errors)
-        if removed:
-            fixed_files += len({path for path, _ in removed} - {path for path, _ in fixed})
-            fixed += removed
-            outcome = runner.check(plan.jobs, plan.project_files, plan.import_roots, _workers(options), cache,
-                                   Fixer(plan.fixes))
-            remaining, errors = outcome.diagnostics, errors + outcome.errors
+        remaining = []
+        for project, cache in projects:
+            outcome = runner.check(project.jobs, project.project_files, project.import_roots, _workers(options),
+                                   cache, Fixer(project.fixes))
+            _warn_about_cache(options, cache)
+            # an unused `# noqa` is a fact of the whole project: its removal is applied from the project's check
+            removed = _remove_unused_noqa(project, outcome.diagnostics, errors)
+            if removed:
+                fixed_files += len({path for path, _ in removed} - {path for path, _ in fixed})
+                fixed += removed
+                errors += outcome.errors
+                outcome = runner.check(project.jobs, project.project_files, project.import_roots, _workers(options),
+                                       cache, Fixer(project.fixes))
+            remaining += outcome.diagnostics
+            errors += outcome.errors
     remaining.sort(key=lambda d: d.sort_key)
     text_format = options.output_format in output.TEXT_FORMATS
     if text_format and fixed_files and not options.quiet:

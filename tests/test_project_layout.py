@@ -84,3 +84,27 @@ def test_a_config_in_a_subfolder_keeps_the_import_roots_of_the_project(tmp_path,
     expected, _ = check(project, ["pkg/train.py"], capsys)
     got, _ = check(project, ["--config", "settings/lint-nograd.toml", "pkg/train.py"], capsys)
     assert got == expected and "reaches the `no_grad` region of `loss`" in got
+
+
+def test_each_path_is_checked_in_its_own_project(tmp_path, capsys):
+    """Two projects that both name their package `pkg`, one with `src/`, the other ignoring NG004,
+    checked in one run from a third folder: each file links within its own project (the two
+    `pkg.model` modules never mix) and takes its own project's settings, as ruff finds them."""
+    first, second, elsewhere = tmp_path / "first", tmp_path / "second", tmp_path / "elsewhere"
+    shutil.copytree(PROJECTS / "src_layout", first)
+    shutil.copytree(PROJECTS / "cross_module", second)
+    elsewhere.mkdir()
+    alone = {name: check(root, [path], capsys)[0]
+             for name, root, path in (("first", first, "src/pkg/train.py"), ("second", second, "pkg/train.py"))}
+    assert "NG004" in alone["first"] and "NG004" in alone["second"]
+    given = ["../first/src/pkg/train.py", "../second/pkg/train.py"]
+    together, status = check(elsewhere, given, capsys)
+    findings = [line for line in together.splitlines() if " NG0" in line]
+    assert status == 1 and findings == [line.replace("src/", "../first/src/", 1) for line in alone["first"].splitlines()
+                                        if " NG0" in line] + [line.replace("pkg/", "../second/pkg/", 1)
+                                                             for line in alone["second"].splitlines() if " NG0" in line]
+    (second / "pyproject.toml").write_text("[tool.lint-nograd]\ntorch-version = \"2.13\"\nignore = [\"NG004\"]\n")
+    together, _ = check(elsewhere, given, capsys)
+    codes = {(line.partition("/")[2].partition("/")[0], line.split()[1]) for line in together.splitlines()
+             if " NG0" in line}
+    assert ("first", "NG004") in codes and ("second", "NG005") in codes and ("second", "NG004") not in codes

@@ -164,16 +164,32 @@ def project_root(config: Config, given: Sequence[str], cwd: Path, isolated: bool
     start = search_start(given, cwd)
     if config.path is not None and config.root in (start, *start.parents):
         return config.root
-    if not isolated:
-        for directory in (start, *start.parents):
-            if any((directory / name).is_file() for name in ("pyproject.toml", STANDALONE, HIDDEN_STANDALONE)):
-                return directory
+    nearest = None if isolated else _nearest_project(start)
+    if nearest is not None:
+        return nearest
     if config.path is not None:
         return config.root
     folders = [Path(os.path.abspath(cwd / path)) for path in given]
     if len(folders) == 1 and folders[0].is_dir():
         return folders[0]
     return cwd
+
+
+def _nearest_project(start: Path) -> Path | None:
+    for directory in (start, *start.parents):
+        if any((directory / name).is_file() for name in ("pyproject.toml", STANDALONE, HIDDEN_STANDALONE)):
+            return directory
+    return None
+
+
+def by_project(given: Sequence[str], cwd: Path) -> list[list[str]]:
+    """The paths given, grouped by the project each belongs to: the settings and the project root
+    found from each (`check a/x.py b/y.py` with a project in `a` and another in `b`: two groups)."""
+    groups: dict[tuple, list[str]] = {}
+    for path in given:
+        start = search_start([path], cwd)
+        groups.setdefault((find_config(start), _nearest_project(start)), []).append(path)
+    return list(groups.values())
 
 
 def load_config(

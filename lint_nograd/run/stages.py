@@ -96,7 +96,8 @@ class Run:
         for path, shown in project_files:
             self._add(path, shown, roots)
         for job in jobs:
-            self._add(job.path, job.display_path, roots).job = job
+            file = self._add(job.path, job.display_path, roots)
+            file.job, file.shown = job, job.display_path  # as the user named it
         self.by_module: dict[str, ProjectFile] = {}
         for file in sorted(self.files.values(), key=lambda file: file.root):  # the first root wins
             self.by_module.setdefault(file.module, file)
