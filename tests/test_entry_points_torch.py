@@ -118,6 +118,9 @@ def _traced(entry_name: str, module: nn.Module, pre_dispatch: bool = False):
         return torch.compile(module, fullgraph=True, backend="aot_eager")
     if entry_name == "torch.export.export":
         return torch.export.export(module, (X,)).module()
+    if entry_name in ("aot_function", "aot_module"):
+        from functorch import compile as aot
+        return getattr(aot, entry_name)(module, fw_compiler=aot.make_boxed_compiler(lambda graph, _: graph))
     if entry_name == "torch.jit.script":
         return torch.jit.script(_ScriptedRegion())
     raise AssertionError(f"no demonstration for {entry_name}")

@@ -82,6 +82,9 @@ ENTRY_POINTS: tuple[EntryPoint, ...] = (
     EntryPoint("torch.export.export", _names("torch.export.export", "torch.export._trace.export"), (KEEPS,),
                (0, "mod"), "export wraps them in wrap_with_set_grad_enabled"),
     EntryPoint("torch.jit.script", _names("torch.jit.script"), (KEEPS,), (0, "obj"), "TorchScript compiles no_grad"),
+    *(EntryPoint(name, _names(f"functorch.compile.{name}", f"torch._functorch.aot_autograd.{name}"), (KEEPS,),
+                 (0, argument), "AOTAutograd traces forward and backward together, the region respected")
+      for name, argument in (("aot_function", "fn"), ("aot_module", "mod"))),
 )
 
 BY_QUALIFIED_NAME: dict[str, EntryPoint] = {name: entry for entry in ENTRY_POINTS for name in entry.qualified_names}
