@@ -166,6 +166,8 @@ def _flow_calls(ns: dict) -> dict:
         "reenabled": (ns["reenabled"], (X,), 0),
         "reenabled_near_miss": (ns["reenabled_near_miss"], (X,), 0),
         "LoggedNearMiss": (ns["LoggedNearMiss"](), (X,), 0),
+        "Scaled": (ns["Scaled"]().double(), (X,), 0),
+        "ScaledNearMiss": (ns["ScaledNearMiss"]().double(), (X,), 0),
     }
 
 
@@ -222,3 +224,20 @@ def test_make_fx_of_a_training_step_is_reported_exactly_where_traced_and_eager_g
         agree = agree and torch.allclose(eager_loss_g, torch.autograd.grad(traced[1], w)[0])
     reported = [d for d in check_source(path.read_bytes(), path.name, frozenset(RULES)) if d.code == "NG005"]
     assert bool(reported) == (not agree) == case.endswith("near_miss")
+
+
+def test_partial_and_argnums_applied_in_another_module(monkeypatch):
+    """The project fixture `flow/`: `selected.py` applies jacfwd with `partial` and `argnums` to
+    functions of `model.py`. Where the argument the region reads is left out, forward and reverse
+    mode agree (no finding); the near-misses, reported, disagree."""
+    monkeypatch.syspath_prepend(str(FIXTURES.parent / "projects" / "flow"))
+    ns = runpy.run_path(str(FIXTURES.parent / "projects" / "flow" / "pkg" / "model.py"), run_name="model")
+    w = torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64)
+    cases = {"bound": (functools.partial(ns["bound"], w), (X,), 0),
+             "left_out": (ns["left_out"], (X, w), 0),
+             "left_out_near_miss": (ns["left_out_near_miss"], (X, w), 1),
+             "bound_near_miss": (functools.partial(ns["bound_near_miss"], w), (X,), 0)}
+    for name, (function, arguments, argnums) in cases.items():
+        agree = torch.allclose(jacfwd(function, argnums=argnums)(*arguments),
+                               jacrev(function, argnums=argnums)(*arguments))
+        assert agree == (not name.endswith("near_miss")), name

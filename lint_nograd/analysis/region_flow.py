@@ -5,7 +5,8 @@ where it provably cannot:
 - `enable_grad`: the whole body runs under `torch.enable_grad()` (or `set_grad_enabled(True)`), so
   the region turns nothing off in any mode;
 - `inputs`: what the region computes depends only on constants (literals, modules, torch calls of
-  constants) and on the parameters it names: with none of them differentiated, forward mode and
+  constants, an attribute of `self` that every store in the file sets to a literal in its class) and
+  on the parameters it names: with none of them differentiated, forward mode and
   reverse mode (and a tracer) compute the same. Which parameters a transform differentiates is the
   project's business (`argnums`, `functools.partial`); `()` means constants only;
 - `stores`: the region only stores values into attributes (`self.last_norm = x.norm()`) and locals
@@ -25,6 +26,7 @@ from __future__ import annotations
 import ast
 import builtins
 import weakref
+from collections import deque
 from dataclasses import dataclass
 
 from lint_nograd.analysis.model import GradModeChange, SemanticModel
@@ -60,7 +62,7 @@ def flow_of(model: SemanticModel, region: GradModeChange) -> Flow:
     nodes = [node for statement in body for node in ast.walk(statement)]
     harmless = _calls_are_harmless(model, nodes, scope)
     try:
-        inputs = _inputs(model, nodes, scope)
+        inputs = _inputs(model, _reads(model, body, scope), scope)
     except RecursionError:
         inputs = None
     plain = harmless and all(isinstance(s, (ast.Assign, ast.AnnAssign)) and s.value is not None for s in body)
@@ -92,6 +94,71 @@ def _inputs(model: SemanticModel, nodes: list[ast.AST], scope: Scope) -> tuple[s
         if not _reads_only_constants(model, node, scope, found, 0):
             return None
     return tuple(found)
+
+
+def _reads(model: SemanticModel, statements: list[ast.AST], scope: Scope) -> list[ast.AST]:
+    """The nodes of `statements`, those below a constant attribute of `self` left out."""
+    found, todo = [], deque(statements)  # in the order of ast.walk
+    while todo:
+        node = todo.popleft()
+        found.append(node)
+        if not (isinstance(node, ast.Attribute) and _constant_attribute(model, node, scope)):
+            todo.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def _constant_attribute(model: SemanticModel, node: ast.Attribute, scope: Scope) -> bool:
+    """`self.scale` read in a method of a class whose methods set it only to a literal
+    (`self.scale = 3.0`), or whose body does (`scale = 3.0`), and which nothing else in the file
+    stores into."""
+    base = node.value
+    method = scope.node
+    if not (isinstance(base, ast.Name) and isinstance(node.ctx, ast.Load) and scope.parent is not None
+            and scope.parent.is_class and isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and method.args.args and method.args.args[0].arg == base.id):
+        return False
+    bindings = model.scopes.lookup(scope, base.id, (base.lineno, base.col_offset))
+    return len(bindings) == 1 and bindings[0].node is method.args.args[0] \
+        and _literal_attributes(model).get(node.attr) is scope.parent.node
+
+
+def _literal_attributes(model: SemanticModel) -> dict[str, ast.ClassDef | None]:
+    """For each attribute name stored into in the file, the class whose methods (through their first
+    parameter) or body set it, when every store is a literal of that class; else None."""
+    found = _LITERAL_ATTRIBUTES.get(model)
+    if found is not None:
+        return found
+    found, literal = {}, set()
+    for node in ast.walk(model.module):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr"):
+            found = {}
+            break
+        if isinstance(node, ast.ClassDef):
+            for statement in node.body:
+                if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    found[statement.name] = None  # a method or a property of that name: no constant
+                    first = statement.args.args[0].arg if statement.args.args else None
+                    for inner in ast.walk(statement):
+                        if isinstance(inner, (ast.Assign, ast.AnnAssign)) and inner.value is not None \
+                                and _is_literal(inner.value) \
+                                and len(targets := inner.targets if isinstance(inner, ast.Assign) else [inner.target]) == 1 \
+                                and isinstance(targets[0], ast.Attribute) \
+                                and isinstance(targets[0].value, ast.Name) and targets[0].value.id == first:
+                            literal.add(id(targets[0]))
+                            found[targets[0].attr] = node if found.get(targets[0].attr, node) is node else None
+                elif isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
+                        and isinstance(statement.targets[0], ast.Name) and _is_literal(statement.value):
+                    name = statement.targets[0].id
+                    found[name] = node if found.get(name, node) is node else None
+    else:
+        for node in ast.walk(model.module):
+            if isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load) and id(node) not in literal:
+                found[node.attr] = None
+    _LITERAL_ATTRIBUTES[model] = found
+    return found
+
+
+_LITERAL_ATTRIBUTES: weakref.WeakKeyDictionary[SemanticModel, dict] = weakref.WeakKeyDictionary()
 
 
 def _stores(region: GradModeChange, targets: list[ast.expr]) -> tuple[str, ...]:
@@ -165,7 +232,7 @@ def _depends_only_on(model: SemanticModel, value: ast.AST, scope: Scope, found: 
     """Whether every value `value` reads is a constant or a parameter of the function (added to `found`)."""
     if depth > _MAX_DEPTH:
         return False
-    return all(_reads_only_constants(model, node, scope, found, depth) for node in ast.walk(value))
+    return all(_reads_only_constants(model, node, scope, found, depth) for node in _reads(model, [value], scope))
 
 
 _UNKNOWABLE = (*FUNCTION_NODES, ast.ClassDef, ast.Yield, ast.YieldFrom, ast.Await, ast.Global, ast.Nonlocal,

@@ -28,6 +28,7 @@ from lint_nograd.project.summary import (
     Region,
     Source,
     Span,
+    constant_params,
     display_name,
 )
 
@@ -749,10 +750,13 @@ class Project:
                             facts.mentioned.setdefault(mode, set()).update(mentioned)
                     for source in function.sources:
                         targets = self._functions(module, source.targets)
+                        direct = all(v[0] == "F" or v[0] == "W" and v[1][0] == "F"  # `f`, `partial(f, w)`
+                                     for v in self._values(module, source.targets))
                         for value in targets:
+                            params = constant_params(source.selection if direct else None,
+                                                     self.function((value[1], value[2])), value[3])
                             for mode in source.modes:
                                 key = ((value[1], value[2]), mode)
-                                params = frozenset(source.constant_params) if module == value[1] else frozenset()
                                 facts.constant[key] = facts.constant[key] & params if key in facts.constant else params
                         if DROPS in source.modes and not (source.gradient_step and targets):
                             facts.plain_tracings += [(value[1], value[2]) for value in targets] or [None]

@@ -60,7 +60,9 @@ class Source:
     span: Span
     text: str  # `jacfwd(loss)`, for messages
     receivers: tuple[Ref, ...] = ()  # `tracer.trace(m)`: a finding only if `tracer` is a torch.fx.Tracer
-    constant_params: tuple[str, ...] = ()  # of the one function of this module it runs: those it does not differentiate
+    # which arguments it differentiates, of the function it runs: (count bound by `partial`, keywords
+    # bound by it, `argnums` or None for every free one); None when unknown (linking: `differentiated`)
+    selection: Optional[tuple[int, tuple[str, ...], Optional[tuple[int, ...]]]] = None
     gradient_step: bool = False  # `make_fx` of a function of this module that returns only torch.autograd.grad's result
 
 
@@ -138,7 +140,7 @@ class ModuleSummary:
         def source(s):
             return {"entry": s.entry, "modes": s.modes, "targets": s.targets, "span": span(s.span), "text": s.text,
                     "receivers": s.receivers,
-                    "constant_params": s.constant_params, "gradient_step": s.gradient_step}
+                    "selection": s.selection, "gradient_step": s.gradient_step}
 
         def site(c):
             return {"callees": c.callees, "args": c.args, "keywords": c.keywords, "span": span(c.span),
@@ -171,7 +173,7 @@ class ModuleSummary:
         def source(d):
             return Source(d["entry"], tuple(d["modes"]), _refs(d["targets"]), span(d["span"]), d["text"],
                           _refs(d["receivers"]),
-                          tuple(d.get("constant_params", ())), bool(d.get("gradient_step", False)))
+                          _selection(d.get("selection")), bool(d.get("gradient_step", False)))
 
         def call_site(d):
             return CallSite(_refs(d["callees"]), tuple(_refs(a) for a in d["args"]),
@@ -701,7 +703,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
                 count = len(sources)
                 self._add_source(entry.name, entry.modes_for(_literal_keywords(node)), targets, node)
                 if len(sources) > count:
-                    sources[-1].constant_params = self._constant_params(entry, node)
+                    sources[-1].selection = self._selection(entry, node)
                     sources[-1].gradient_step = entry.name == "make_fx" and self._traces_a_gradient_step(node)
                 return
             if names & entry_points.FUNCTIONAL_CALL:
@@ -745,46 +747,34 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         bindings = self.scopes.lookup(self.scope, target.id, (target.lineno, target.col_offset))
         return len(bindings) == 1 and region_flow.returns_only_gradients(self.model, bindings[0].node)
 
-    def _constant_params(self, entry: entry_points.EntryPoint, call: ast.Call) -> tuple[str, ...]:
-        """The parameters a transform does not differentiate, of the one function of this module it
-        runs: bound by `functools.partial`, or left out by a literal `argnums` (torch.func's `grad`,
-        `grad_and_value`, `jacrev`, `jacfwd`, `hessian`: argument 0 by default). `()` when unknown."""
+    def _selection(self, entry: entry_points.EntryPoint, call: ast.Call) -> Optional[tuple]:
+        """Which arguments of the function it runs a transform differentiates: those `functools.partial`
+        leaves free, and of them a literal `argnums` (torch.func's `grad`, `grad_and_value`, `jacrev`,
+        `jacfwd`, `hessian`: argument 0 by default) or every one. None when unknown."""
         if entry_points.DROPS in entry.modes:
-            return ()
+            return None
         position, keyword = entry.argument
         target = _first_argument(call, position, keyword)
-        bound, keywords = 0, set()
+        bound, keywords = 0, ()
         if isinstance(target, ast.Call) and self.scopes.qualified_names(target.func, self.scope) & torch_names.PARTIAL:
             if any(isinstance(a, ast.Starred) for a in target.args) or any(k.arg is None for k in target.keywords):
-                return ()
-            bound, keywords = len(target.args) - 1, {k.arg for k in target.keywords}
+                return None
+            bound, keywords = len(target.args) - 1, tuple(sorted(k.arg for k in target.keywords))
             target = target.args[0] if target.args else None
-        if not isinstance(target, ast.Name):
-            return ()
-        bindings = self.scopes.lookup(self.scope, target.id, (target.lineno, target.col_offset))
-        if len(bindings) != 1 or not isinstance(bindings[0].node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return ()
-        function = bindings[0].node
-        params = [a.arg for a in _positional(function)]
-        free = [name for name in params[bound:] if name not in keywords]
-        if any(name.startswith(("torch.func.", "functorch.", "torch._functorch.")) for name in entry.qualified_names) \
-                and entry.name in _ARGNUMS_TRANSFORMS:
-            argnums = next((k.value for k in call.keywords if k.arg == "argnums"), ast.Constant(0))
-            try:
-                numbers = ast.literal_eval(argnums)
-            except ValueError:
-                return ()
-            numbers = (numbers,) if isinstance(numbers, int) else numbers
-            if not isinstance(numbers, tuple) or not all(isinstance(n, int) for n in numbers):
-                return ()
-            try:
-                differentiated = {free[n] for n in numbers}
-            except IndexError:
-                return ()
-        else:  # every positional argument is a primal (vjp, jvp, linearize, autograd.functional)
-            differentiated = set(free)
-        return tuple(name for name in (*params, *(a.arg for a in function.args.kwonlyargs))
-                     if name not in differentiated)
+        if not isinstance(target, (ast.Name, ast.Attribute)):
+            return None
+        if not (any(name.startswith(("torch.func.", "functorch.", "torch._functorch.")) for name in entry.qualified_names)
+                and entry.name in _ARGNUMS_TRANSFORMS):
+            return bound, keywords, None  # every positional argument is a primal (vjp, jvp, linearize, ...)
+        argnums = next((k.value for k in call.keywords if k.arg == "argnums"), ast.Constant(0))
+        try:
+            numbers = ast.literal_eval(argnums)
+        except ValueError:
+            return None
+        numbers = (numbers,) if isinstance(numbers, int) else numbers
+        if not isinstance(numbers, tuple) or not all(isinstance(n, int) and n >= 0 for n in numbers):
+            return None
+        return bound, keywords, numbers
 
     def _traced_methods(self, call: ast.Call, modules: tuple[Ref, ...]) -> tuple[Ref, ...]:
         """`trace_module(m, {"forward": x, "infer": y})` runs `m.infer` too."""
@@ -857,6 +847,23 @@ def _imported(refs: tuple[Ref, ...]) -> frozenset[str]:
 
 
 _ARGNUMS_TRANSFORMS = frozenset({"grad", "grad_and_value", "jacrev", "jacfwd", "hessian"})
+
+
+def _selection(data) -> Optional[tuple]:
+    return None if data is None else (data[0], tuple(data[1]), None if data[2] is None else tuple(data[2]))
+
+
+def constant_params(selection: Optional[tuple], function: Function, bound_method: bool) -> frozenset[str]:
+    """The parameters of `function` that a transform with this `selection` does not differentiate."""
+    if selection is None:
+        return frozenset()
+    bound, keywords, argnums = selection
+    params = function.params[1:] if bound_method else function.params
+    free = [name for name in params[bound:] if name not in keywords]
+    if argnums is not None and any(n >= len(free) for n in argnums):
+        return frozenset()
+    differentiated = set(free) if argnums is None else {free[n] for n in argnums}
+    return frozenset(name for name in (*params, *function.kwonly) if name not in differentiated)
 
 
 def _add_flow(summary: Region, model: SemanticModel, region) -> None:
