@@ -241,7 +241,7 @@ class SemanticModel:
         self.module = module
         self.text = text  # the source, when known: it lets `calls_naming` skip most statements
         self.scopes = Scopes(module)
-        self._statements: list[tuple[ast.stmt, Scope]] = []  # every statement, with its scope
+        self.statements: list[tuple[ast.stmt, Scope]] = []  # every statement, with its scope, in order
         self.grad_mode_changes: list[GradModeChange] = []
         self.applications: list[TransformApplication] = []
         self.graphless_backwards: list[GraphlessBackward] = []
@@ -337,7 +337,7 @@ class SemanticModel:
         qualified name of each definition. This visits every statement of the file: it dispatches
         on the type, for speed."""
         function = frame_node if isinstance(frame_node, FUNCTION_NODES) else None
-        add_statement = self._statements.append
+        add_statement = self.statements.append
         for node in statements:
             add_statement((node, scope))
             kind = type(node)
@@ -430,16 +430,16 @@ class SemanticModel:
             return finder.calls
         lines = _lines_of(self.text, _word_offsets(self.text, self._with_aliases(names)))
         for index in self._statements_on(lines):
-            statement, finder.scope = self._statements[index]
+            statement, finder.scope = self.statements[index]
             for part in _header(statement):
                 finder.visit(part)
         return finder.calls
 
     def _statements_on(self, lines: list[int]) -> list[int]:
-        """The indexes in `_statements` of the statements whose header (all of a simple statement)
+        """The indexes in `statements` of the statements whose header (all of a simple statement)
         is on one of `lines`, in order. The walk met the statements in the order of the source, so
         their header lines only grow: the first header reaching a line is found by bisection."""
-        statements, found = self._statements, {}
+        statements, found = self.statements, {}
         for line in lines:
             index = bisect.bisect_left(statements, line, key=_last_header_line)
             while index < len(statements):

@@ -124,38 +124,48 @@ def _constant_attribute(model: SemanticModel, node: ast.Attribute, scope: Scope)
 
 def _literal_attributes(model: SemanticModel) -> dict[str, ast.ClassDef | None]:
     """For each attribute name stored into in the file, the class whose methods (through their first
-    parameter) or body set it, when every store is a literal of that class; else None."""
+    parameter) or body set it, when every store is a literal of that class; else None. One look at
+    the targets of each statement; nothing when the file calls `setattr` (or its text is unknown)."""
     found = _LITERAL_ATTRIBUTES.get(model)
     if found is not None:
         return found
-    found, literal = {}, set()
-    for node in ast.walk(model.module):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr"):
-            found = {}
-            break
-        if isinstance(node, ast.ClassDef):
-            for statement in node.body:
-                if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    found[statement.name] = None  # a method or a property of that name: no constant
-                    first = statement.args.args[0].arg if statement.args.args else None
-                    for inner in ast.walk(statement):
-                        if isinstance(inner, (ast.Assign, ast.AnnAssign)) and inner.value is not None \
-                                and _is_literal(inner.value) \
-                                and len(targets := inner.targets if isinstance(inner, ast.Assign) else [inner.target]) == 1 \
-                                and isinstance(targets[0], ast.Attribute) \
-                                and isinstance(targets[0].value, ast.Name) and targets[0].value.id == first:
-                            literal.add(id(targets[0]))
-                            found[targets[0].attr] = node if found.get(targets[0].attr, node) is node else None
-                elif isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
-                        and isinstance(statement.targets[0], ast.Name) and _is_literal(statement.value):
-                    name = statement.targets[0].id
-                    found[name] = node if found.get(name, node) is node else None
-    else:
-        for node in ast.walk(model.module):
-            if isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load) and id(node) not in literal:
-                found[node.attr] = None
-    _LITERAL_ATTRIBUTES[model] = found
+    found = _LITERAL_ATTRIBUTES[model] = {}
+    if model.text is None or "setattr" in model.text:
+        return found
+    for statement, scope in model.statements:
+        kind, value = type(statement), getattr(statement, "value", None)
+        if kind is ast.Assign:
+            targets = statement.targets
+        elif kind is ast.AnnAssign or kind is ast.AugAssign or kind is ast.For or kind is ast.AsyncFor:
+            targets = [statement.target]
+        elif kind is ast.With or kind is ast.AsyncWith:
+            targets = [item.optional_vars for item in statement.items if item.optional_vars is not None]
+        elif kind is ast.Delete:
+            targets = statement.targets
+        elif scope.is_class and kind in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+            found[statement.name] = None  # a method or a property of that name: no constant
+            continue
+        else:
+            continue
+        literal = kind in (ast.Assign, ast.AnnAssign) and len(targets) == 1 and value is not None \
+            and _is_literal(value)
+        for target in targets:
+            for node in ast.walk(target):
+                if isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
+                    owner = scope.parent.node if literal and node is target and _first_parameter(scope, node) else None
+                    found[node.attr] = owner if found.get(node.attr, owner) is owner else None
+                elif scope.is_class and isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+                    owner = scope.node if literal and node is target else None
+                    found[node.id] = owner if found.get(node.id, owner) is owner else None
     return found
+
+
+def _first_parameter(scope: Scope, node: ast.Attribute) -> bool:
+    """Whether `node` is `self.attr` in a method (`self` its first parameter)."""
+    method = scope.node
+    return scope.parent is not None and scope.parent.is_class and isinstance(node.value, ast.Name) \
+        and isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) and bool(method.args.args) \
+        and method.args.args[0].arg == node.value.id
 
 
 _LITERAL_ATTRIBUTES: weakref.WeakKeyDictionary[SemanticModel, dict] = weakref.WeakKeyDictionary()

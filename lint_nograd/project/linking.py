@@ -542,13 +542,20 @@ class Project:
 
     def transformed_parameters(self) -> list[tuple[str, str, str]]:
         """The parameters that the functions of the loaded modules hand to a transform or tracer,
-        directly, in a closure or through other helpers: what a call passes to them is reached."""
-        found = []
-        for module in self.loaded():
-            for key, uses in self._uses_of(module).items():
-                if called_as(key[1]) and (any(isinstance(use, tuple) for use in uses) or self.parameter(key)[1]):
-                    found.append(key)
-        return found
+        directly, in a closure or through other helpers: what a call passes to them is reached. A
+        parameter is looked into only where a call names a function found so far (for speed)."""
+        uses_of = {key: uses for module in self.loaded() for key, uses in self._uses_of(module).items()
+                   if called_as(key[1])}
+        found = {key for key, uses in uses_of.items() if any(isinstance(use, tuple) for use in uses)}
+        names = {called_as(key[1]) for key in found}
+        while True:
+            more = {key for key, uses in uses_of.items() if key not in found and any(
+                not isinstance(use, (str, tuple)) and any(_last_name(ref) in names for ref in use.callees)
+                for use in uses) and self.parameter(key)[1]}
+            if not more:
+                return [key for key in uses_of if key in found]
+            found |= more
+            names |= {called_as(key[1]) for key in more}
 
     def helpers(self) -> list[tuple[tuple[str, str, str], tuple[bool, dict[str, Reacher]]]]:
         """The parameters of helpers looked into so far, with what their functions do with them."""
