@@ -127,3 +127,18 @@ def test_every_spelling_of_torch_func_opens_the_gate(spelling):
     data = ("import torch\n" + spelling + _REACHED).encode()
     gated = engine.check_source(data, "spelled.py", ALL)
     assert [d.code for d in gated] == ["NG004"] and gated == engine.analyse(data, "spelled.py", ALL)
+
+
+@pytest.mark.parametrize(("text", "calls"), [
+    (b"loss.backward()", True), (b"loss . backward ()", True), (b"y.\\\n    backward()", True),
+    (b"fabric.backward(loss)", True), (b"torch.autograd.grad(y, x)", True),
+    (b"from torch.autograd import grad", True), (b"import torch.autograd.backward as b", True),
+    (b"def backward(ctx, g):", False), (b"x = backward_hook(f)", False), (b"# call backward() later", False),
+    (b"the backward pass", False), (b"autograd is fun", False),
+])
+def test_the_text_index_tells_files_that_may_call_backward(text, calls):
+    """NG003 across modules is reported where backward is called: such a file given is summarised
+    whatever it imports (the function's module is loaded when linking asks), and only such a file."""
+    from lint_nograd.analysis.torch_names import Scan
+
+    assert Scan(text).index().backward == calls

@@ -107,7 +107,8 @@ class Scan:
     def index(self) -> "TextIndex":
         data = self.data
         return TextIndex(self.regions, any(map(self.has, _APPLIES)),
-                         b"backward" in data or b"autograd" in data, _imports(data))
+                         _calls_backward(data),
+                         _imports(data))
 
     def names_a_func_module(self, word: bytes) -> bool:
         """`func.grad`, `functorch.grad`, `from torch.func import (jacfwd, grad)`, or an alias or a
@@ -117,13 +118,27 @@ class Scan:
         return self._func_words is _ANY_WORD or word in self._func_words
 
 
+# `torch.autograd.grad(`, `from torch.autograd import grad`: what NG003 looks at, with `y.backward(`
+_AUTOGRAD_FUNCTION = re.compile(rb"autograd\b[^\n]*\b(?:grad|backward)\b")
+
+
+def _calls_backward(data: bytes) -> bool:
+    at = data.find(b"backward")
+    while at >= 0:
+        after = data[at + 8:at + 40].lstrip(b" \t")
+        if after.startswith(b"(") and data[max(0, at - 80):at].rstrip(b" \t\\\n").endswith(b"."):
+            return True
+        at = data.find(b"backward", at + 8)
+    return b"autograd" in data and _AUTOGRAD_FUNCTION.search(data) is not None
+
+
 @dataclass(frozen=True)
 class TextIndex:
     """What a file's text says without parsing it: enough to tell which files the project needs."""
 
     regions: bool  # it names a grad-disabling API
     applies: bool  # it may apply a transform or a tracer
-    backward: bool  # it may call backward
+    backward: bool  # it may call backward (`.backward(`, or autograd's `grad` or `backward`)
     imports: tuple[str, ...]  # the modules its imports name, relative ones with their dots
 
     def to_json(self) -> list:

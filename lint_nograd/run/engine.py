@@ -117,12 +117,15 @@ def related_at(span: Span, message: str, path: str) -> Related:
     return Related(message, path, span.row, span.col, span.end_row, span.end_col)
 
 
+_NOQA_NAMING_OURS = re.compile(rb"noqa[ \t]*:[^\n]*\bNG\d", re.IGNORECASE)
+
+
 def codes_to_check(data: bytes, codes: frozenset[str], scan: torch_names.Scan | None = None) -> frozenset[str]:
     """The exact gate: the codes that can have a finding in a file with these bytes (`scan`: read
     already). Every finding needs a grad-disabling region, and every rule needs some more words."""
     scan = scan or torch_names.Scan(data)
     possible = scan.possible_codes(codes) if scan.regions else frozenset()
-    if suppression.UNUSED_NOQA in codes and b"noqa" in data.lower():  # NG100 reads every `# noqa: NG...`
+    if suppression.UNUSED_NOQA in codes and _NOQA_NAMING_OURS.search(data):  # NG100 reads every `# noqa: NG...`
         possible |= codes & {suppression.UNUSED_NOQA, "NG000"}
     return possible
 

@@ -4,11 +4,12 @@ and what the cache spares.
 1. Every file of the project is known by its text index (`torch_names.TextIndex`): from the cache when its
    status is unchanged, else read (by worker processes when there are many). A file given on the
    command line that some rule can apply to by itself is summarised as it is read.
-2. Summarised too: the files that may apply a transform or tracer and whose imports lead to a file
-   that names a grad-disabling API, directly or through other modules of the project.
-3. Linked, in this process. A module a chain enters is summarised when it is first met. Files
-   that pass a function to a helper that transforms it, or that call backward on what a function
-   computing in a region returns, are found by that function's name and summarised in turn.
+2. Summarised too: the files that may apply a transform or tracer, or that are given and may call
+   backward, and whose imports lead to a file that names a grad-disabling API, directly or through
+   other modules of the project.
+3. Linked, in this process. A module a chain enters (or a backward site's callee) is summarised
+   when it is first met. Files that pass a function to a helper that transforms it are found by
+   that function's name and summarised in turn.
 4. Finished (by workers again): the findings linking gives each file given, with their fixes.
 """
 from __future__ import annotations
@@ -148,14 +149,14 @@ class Run:
                 self._take_facts(file)
 
     def worth_summarising(self, file: ProjectFile) -> bool:
-        """Whether a file may apply a transform or tracer to a function that leads to a region, or
-        may define a function returning what it computes in a region to a file calling backward."""
+        """Whether a file may apply a transform or tracer to a function that leads to a region, or,
+        given, may call backward on what a function of another module computes in a region (NG003 is
+        reported where backward is called: the function's module is loaded when linking asks)."""
         if file.index is None:
             return False
-        if file.index.applies and (file.module in self.leading_to_regions or file.module in self.helpers):
-            return True
-        return file.index.regions and any(self.by_module[importer].index and self.by_module[importer].index.backward
-                                          for importer in self.importers().get(file.module, ()))
+        if file.module not in self.leading_to_regions and file.module not in self.helpers:
+            return False  # (a helper leads to no region itself: what it is handed may)
+        return file.index.applies or file.job is not None and file.index.backward
 
     @functools.cached_property
     def leading_to_regions(self) -> set[str]:
@@ -333,22 +334,17 @@ class Run:
 
     def _callers_by_name(self, project: Project) -> list[ProjectFile]:
         """Files not summarised yet that import the module of a helper handing a parameter to a
-        transform or tracer (or a package of it), or of a function returning what it computes in a
-        region while they may call backward, and that name that function."""
-        wanted: dict[tuple[str, bool], set[str]] = {}  # (module, only files calling backward) -> names
+        transform or tracer (or a package of it), and that name that function."""
+        wanted: dict[str, set[str]] = {}  # module -> names
         for (module, function, _), (_, sourced) in project.helpers():
             if sourced:
-                wanted.setdefault((module, False), set()).add(function)
+                wanted.setdefault(module, set()).add(function)
         for module, function, _ in project.transformed_parameters():  # whatever a call passes them is reached
-            wanted.setdefault((module, False), set()).add(function)
+            wanted.setdefault(module, set()).add(function)
         for module, function in project.callers_wanted():  # what they pass is stored and run
-            wanted.setdefault((module, False), set()).add(function)
-        for module in project.loaded():
-            for name, function in project.summary(module).functions.items():
-                if function.returns_region:
-                    wanted.setdefault((module, True), set()).add(name)
+            wanted.setdefault(module, set()).add(function)
         found = []
-        for (module, backward), names in sorted(wanted.items()):
+        for module, names in sorted(wanted.items()):
             methods = any("." in name and not name.endswith(".__init__") for name in names)
             names = {called for name in names if (called := called_as(name))}
             importers = set(self.importers().get(module, ()))
@@ -357,12 +353,11 @@ class Run:
             if methods:  # through any number of modules: `Net().export(x)` with `export` in a base of `Net`
                 importers = {m for m in self._leading_to({module, *_packages(module)}) if m in self.by_module}
             importers.discard(module)
-            if not backward:  # what a file passes leads to a region only if its imports lead to one, or
-                importers &= self.under_regions  # if a file leading to one hands it a function to pass on
-            for importer in sorted(importers):
+            # what a file passes leads to a region only if its imports lead to one, or if a file
+            # leading to one hands it a function to pass on
+            for importer in sorted(importers & self.under_regions):
                 file = self.by_module[importer]
-                if not file.summarised and file.index is not None and (file.index.backward or not backward) \
-                        and names and self._mentions(file, names):
+                if not file.summarised and file.index is not None and names and self._mentions(file, names):
                     found.append(file)
         return list({file.path: file for file in found}.values())
 
