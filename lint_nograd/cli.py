@@ -25,7 +25,7 @@ from lint_nograd.report import output, suppression
 from lint_nograd.report.diagnostics import Diagnostic
 from lint_nograd.report.registry import RULES
 from lint_nograd.run import runner
-from lint_nograd.run.cache import FOLDER_NAME, Cache
+from lint_nograd.run.cache import FOLDER_NAME, Cache, default_folder
 from lint_nograd.run.config import (
     DEFAULT_SELECT,
     DEFAULT_STOP_GRADIENT,
@@ -192,7 +192,8 @@ def shared_options() -> argparse.ArgumentParser:
                      help="worker processes (default: one per CPU)")
     run.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     run.add_argument("--cache-dir", metavar="PATH",
-                     help=f"where to keep the cache (default: {FOLDER_NAME} in the project root)")
+                     help="where to keep the cache (default: the project's folder in the user cache, "
+                          "$LINT_NOGRAD_CACHE_DIR or ~/.cache/lint-nograd)")
     return options
 
 
@@ -361,9 +362,9 @@ def _plan_and_cache(options: argparse.Namespace) -> tuple[Plan, Cache]:
         _warn(options, plan.assumed)
     # a folder the user names is used where it leads; the default one may be a link planted in the repository
     cache = Cache(None if options.no_cache else Path(os.path.realpath(options.cache_dir)) if options.cache_dir
-                  else (plan.root / FOLDER_NAME).absolute())
+                  else default_folder(plan.root))
     if getattr(options, "output_file", None):
-        _check_output_file(options.output_file, plan, cache.folder or (plan.root / FOLDER_NAME).absolute())
+        _check_output_file(options.output_file, plan, cache.folder or default_folder(plan.root))
     return plan, cache
 
 
@@ -429,7 +430,7 @@ def watch(options: argparse.Namespace) -> int:
     root = load_config(options.config, Path.cwd(), options.isolated).root
     paths = {root, *(Path(os.path.abspath(path)) for path in options.paths if os.path.exists(path))}
     folders: set[str] = set()  # the folders the last run found files in
-    cache_dir = options.cache_dir and os.path.realpath(options.cache_dir)
+    cache_dir = os.path.realpath(options.cache_dir or default_folder(root))
 
     class Sources(watchfiles.PythonFilter):
         """A source file; or a folder, which a rename or move reports alone, not the files in it."""
@@ -437,7 +438,7 @@ def watch(options: argparse.Namespace) -> int:
         def __call__(self, change: watchfiles.Change, path: str) -> bool:
             if not watchfiles.DefaultFilter.__call__(self, change, path):  # .git, __pycache__, venvs
                 return False
-            if FOLDER_NAME in Path(path).parts or cache_dir and Path(path).is_relative_to(cache_dir):
+            if FOLDER_NAME in Path(path).parts or Path(path).is_relative_to(cache_dir):
                 return False  # what a check writes itself
             return (super().__call__(change, path) or change != watchfiles.Change.deleted and os.path.isdir(path)
                     or change == watchfiles.Change.deleted and path in folders)

@@ -32,7 +32,7 @@ from lint_nograd.fix.settings import FixSettings, first_party_modules
 from lint_nograd.report import output
 from lint_nograd.report.diagnostics import Diagnostic, Edit
 from lint_nograd.run import runner
-from lint_nograd.run.cache import FOLDER_NAME, Cache
+from lint_nograd.run.cache import Cache, default_folder
 from lint_nograd.run.config import (
     DEFAULT_STOP_GRADIENT,
     Config,
@@ -81,7 +81,7 @@ class Project:
         self.patterns = compile_patterns([*exclude, *config.extend_exclude])
         self.import_roots = [Path(os.path.normpath(root / src)) for src in config.src]
         self.fixes = replace(self.fixes, first_party=first_party_modules(root, self.import_roots))
-        self.cache = EditorCache((root / FOLDER_NAME).absolute())
+        self.cache = EditorCache(default_folder(root))
         self._files: list[tuple[Path, str]] | None = None
         self.alone = False
 

@@ -224,13 +224,13 @@ def test_an_internal_error_in_one_file_names_it_and_the_run_goes_on(project, cap
     assert (project / "bad.py").read_text() == FIXABLE and (project / "good.py").read_text() == FIXED
 
 
-def test_a_damaged_cache_is_started_afresh(project, capsys):
-    (project / ".lint_nograd_cache").mkdir()
-    (project / ".lint_nograd_cache" / "findings.json").write_text("[]")
+def test_a_damaged_cache_is_started_afresh(project, capsys, user_cache):
+    (user_cache / project.name).mkdir()
+    (user_cache / project.name / "findings.json").write_text("[]")
     status = cli.main(["check", "--output-format", "concise"])
     out, err = capsys.readouterr()
     assert status == 1 and GOOD_FINDING in out
-    assert err == ("lint-nograd: warning: cannot use the cache .lint_nograd_cache/findings.json: "
+    assert err == (f"lint-nograd: warning: cannot use the cache {user_cache / project.name / 'findings.json'}: "
                    "not a cache of this tool; starting afresh\n")
     assert cli.main(["check", "--output-format", "concise"]) == 1 and capsys.readouterr()[1] == ""  # rebuilt
 
@@ -294,14 +294,14 @@ def test_a_config_that_is_a_fifo_is_an_error(project):
     ("a symbolic link, which is not followed here", lambda path: path.symlink_to("/dev/zero")),
     ("a symbolic link, which is not followed here", lambda path: path.symlink_to("/dev/urandom")),
 ], ids=["fifo", "dev-zero", "dev-urandom"])
-def test_a_cache_file_that_is_not_regular_is_a_warning_and_rebuilt(project, kind, make):
-    (project / ".lint_nograd_cache").mkdir()
-    make(project / ".lint_nograd_cache" / "findings.json")
+def test_a_cache_file_that_is_not_regular_is_a_warning_and_rebuilt(project, kind, make, user_cache):
+    (user_cache / project.name).mkdir()
+    make(user_cache / project.name / "findings.json")
     done = run_child(project, "check")
     assert done.returncode == 1 and GOOD_FINDING in done.stdout
-    assert done.stderr == (f"lint-nograd: warning: cannot use the cache .lint_nograd_cache/findings.json: "
+    assert done.stderr == (f"lint-nograd: warning: cannot use the cache {user_cache / project.name / 'findings.json'}: "
                            f"{kind}; starting afresh\n")
-    assert (project / ".lint_nograd_cache" / "findings.json").is_file()  # a regular file now
+    assert (user_cache / project.name / "findings.json").is_file()  # a regular file now
     again = run_child(project, "check")
     assert (again.returncode, again.stderr, again.stdout) == (1, "", done.stdout)
 

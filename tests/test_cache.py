@@ -49,14 +49,14 @@ def check_warned(capsys, *args: str) -> tuple[int, str, str]:
 
 def test_a_warm_run_reports_the_same_findings_without_parsing(project, parsed, capsys):
     fresh = check(capsys, "--no-cache")
-    assert not (project / cache.FOLDER_NAME).exists()
+    assert not cache.default_folder(project).exists()
     analysed = len(parsed)
     cold = check(capsys)
     assert analysed > 10 and len(parsed) == 2 * analysed  # nothing cached yet
     warm = check(capsys)
     assert len(parsed) == 2 * analysed  # the warm run analysed nothing
     assert fresh == cold == warm and fresh[0] == 1
-    assert (project / cache.FOLDER_NAME / ".gitignore").read_text().endswith("*\n")
+    assert (cache.default_folder(project) / ".gitignore").read_text().endswith("*\n")
 
 
 def test_an_edit_misses_the_cache(project, parsed, capsys):
@@ -101,7 +101,7 @@ def test_cache_dir_option_and_a_damaged_cache(project, parsed, capsys, tmp_path)
     first = check(capsys, "--cache-dir", str(folder))
     (folder / "findings.json").write_text("{not json")
     assert check(capsys, "--cache-dir", str(folder)) == first
-    assert not (project / cache.FOLDER_NAME).exists()
+    assert not cache.default_folder(project).exists()
     assert sorted(p.name for p in folder.iterdir()) == [".gitignore", "findings.json", "last_run.json"]  # no leftovers
 
 
@@ -177,7 +177,7 @@ def test_a_file_replaced_with_the_same_size_and_time_is_read_again(project, pars
 # -- a cache that does not fit: one warning, then a fresh one ----------------------------------------
 
 def _section(project: Path) -> dict:
-    [section] = json.loads((project / cache.FOLDER_NAME / "findings.json").read_text())["versions"].values()
+    [section] = json.loads((cache.default_folder(project) / "findings.json").read_text())["versions"].values()
     return section
 
 
@@ -230,7 +230,7 @@ def test_a_cache_entry_of_another_shape_drops_the_cache_with_one_warning(project
     _age(project / "src")
     fresh = check(capsys, "--no-cache")
     check(capsys)
-    path = project / cache.FOLDER_NAME / "findings.json"
+    path = cache.default_folder(project) / "findings.json"
     stored = json.loads(path.read_text())
     [section] = stored["versions"].values()
     damage(section)
@@ -243,20 +243,20 @@ def test_a_cache_entry_of_another_shape_drops_the_cache_with_one_warning(project
 
 def test_the_warning_for_a_damaged_cache_comes_once(project, capsys):
     check(capsys)
-    path = project / cache.FOLDER_NAME / "findings.json"
+    path = cache.default_folder(project) / "findings.json"
     stored = json.loads(path.read_text())
     _first_finding(next(iter(stored["versions"].values()))).update(row=None)
     path.write_text(json.dumps(stored))
     status = cli.main(["check", "--jobs", "2", "--output-format", "json"])
     out, err = capsys.readouterr()
-    assert status == 1 and err == ("lint-nograd: warning: cannot use the cache .lint_nograd_cache/findings.json: "
+    assert status == 1 and err == (f"lint-nograd: warning: cannot use the cache {path}: "
                                    "an entry of another shape; starting afresh\n")
 
 
 def test_the_entries_of_another_version_are_kept_and_not_judged(project, capsys):
     """Two installed versions may share a project: each keeps its own section."""
     first = check(capsys)
-    path = project / cache.FOLDER_NAME / "findings.json"
+    path = cache.default_folder(project) / "findings.json"
     stored = json.loads(path.read_text())
     other = {"written": 1, "entries": {"k": {"a shape": "of another version"}}, "files": {}}
     stored["versions"]["another version"] = other
@@ -269,7 +269,7 @@ def test_the_entries_of_another_version_are_kept_and_not_judged(project, capsys)
 def test_a_cache_too_large_to_read_back_is_not_written(project, capsys, monkeypatch):
     monkeypatch.setattr(cache, "_MAX_BYTES", 100)
     first = check(capsys)
-    assert not (project / cache.FOLDER_NAME / "findings.json").exists()
+    assert not (cache.default_folder(project) / "findings.json").exists()
     assert check_warned(capsys) == (*first, "")
 
 
@@ -284,20 +284,20 @@ def test_a_planted_gitignore_link_is_not_written_through(project, capsys, tmp_pa
     target = tmp_path_factory.mktemp("elsewhere") / "victim"
     if target_exists:
         target.write_text("precious\n")
-    (project / cache.FOLDER_NAME).mkdir()
-    (project / cache.FOLDER_NAME / ".gitignore").symlink_to(target)
+    cache.default_folder(project).mkdir()
+    (cache.default_folder(project) / ".gitignore").symlink_to(target)
     first = check(capsys)
     assert target.read_text() == "precious\n" if target_exists else not target.exists()
-    assert (project / cache.FOLDER_NAME / "findings.json").is_file()
+    assert (cache.default_folder(project) / "findings.json").is_file()
     assert check(capsys) == first
 
 
 @symlinks
 def test_a_cache_folder_that_is_a_link_is_not_used(project, capsys, tmp_path_factory):
     elsewhere = tmp_path_factory.mktemp("elsewhere")
-    (project / cache.FOLDER_NAME).symlink_to(elsewhere, target_is_directory=True)
+    cache.default_folder(project).symlink_to(elsewhere, target_is_directory=True)
     fresh = check(capsys, "--no-cache")
-    assert check_warned(capsys) == (*fresh, "lint-nograd: warning: the cache folder .lint_nograd_cache "
+    assert check_warned(capsys) == (*fresh, f"lint-nograd: warning: the cache folder {cache.default_folder(project)} "
                                             "is a symbolic link; not used\n")
     assert list(elsewhere.iterdir()) == []
 

@@ -76,17 +76,18 @@ def test_output_file_that_is_a_checked_file_is_an_error(project, target):
         assert (project / "m.py").read_text() == FIXABLE and (project / "other.py").read_text() == CLEAN
 
 
-def test_output_file_inside_the_cache_is_an_error(project):
+def test_output_file_inside_the_cache_is_an_error(project, user_cache):
     (project / "m.py").write_text(NOT_FIXABLE)
     assert lint_nograd("check", "m.py", cwd=project, cache=True).returncode == 0  # makes the cache (NG001: a note)
-    cached = sorted(p.name for p in (project / ".lint_nograd_cache").iterdir())
-    for target in (".lint_nograd_cache/report.txt", f".lint_nograd_cache/{cached[0]}"):
+    folder = user_cache / project.name
+    cached = sorted(p.name for p in folder.iterdir())
+    for target in (str(folder / "report.txt"), str(folder / cached[0])):
         done = lint_nograd("check", "-o", target, "m.py", cwd=project, cache=True)
         assert done.returncode == 2 and "inside the cache folder" in done.stderr
     elsewhere = project / "cache"
     done = lint_nograd("check", "--cache-dir", "cache", "-o", "cache/r.txt", "m.py", cwd=project, cache=True)
     assert done.returncode == 2 and "inside the cache folder" in done.stderr
-    assert sorted(p.name for p in (project / ".lint_nograd_cache").iterdir()) == cached
+    assert sorted(p.name for p in folder.iterdir()) == cached
     assert not (elsewhere / "r.txt").exists()
 
 

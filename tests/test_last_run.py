@@ -51,7 +51,7 @@ def check(capsys, *args: str) -> tuple[int, str]:
 
 def test_an_unchanged_project_reads_neither_its_files_nor_the_cache(project, parsed, cache_reads, capsys):
     first = check(capsys)
-    assert first[0] == 1 and "NG004" in first[1] and parsed and (project / cache.FOLDER_NAME / "findings.json").exists()
+    assert first[0] == 1 and "NG004" in first[1] and parsed and (cache.default_folder(project) / "findings.json").exists()
     parsed.clear()
     assert check(capsys) == first and parsed == [] and cache_reads == []
 
@@ -109,7 +109,7 @@ def test_a_new_file_or_other_options_run_the_project_again(project, parsed, caps
 ], ids=["not json", "files not a table", "a finding of another shape", "a file entry of another shape"])
 def test_a_damaged_last_run_is_run_again_silently(project, capsys, damage):
     first = check(capsys)
-    path = project / cache.FOLDER_NAME / "last_run.json"
+    path = cache.default_folder(project) / "last_run.json"
     path.write_text(damage(json.loads(path.read_text())))
     (project / "pkg" / "forms.py").write_text((project / "pkg" / "forms.py").read_text() + "# changed\n")
     assert check(capsys) == first

@@ -361,7 +361,7 @@ def test_without_pygls_the_server_command_names_the_extra(tmp_path):
 
 @pytest.mark.asyncio
 async def test_a_file_outside_every_workspace_folder_is_checked_alone_and_nothing_is_written_there(
-        client, project, tmp_path_factory):
+        client, project, tmp_path_factory, user_cache):
     outside = tmp_path_factory.mktemp("site-packages")  # go-to-definition into an installed package
     (outside / "pyproject.toml").write_text('[tool.lint-nograd]\nselect = ["NG003"]\n')  # not read
     path = outside / "model.py"
@@ -373,6 +373,7 @@ async def test_a_file_outside_every_workspace_folder_is_checked_alone_and_nothin
     for saved in (path, inside):
         await published(client, path.as_uri(), lambda saved=saved: client.text_document_did_save(
             types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(saved.as_uri()))))
-    assert (project / ".lint_nograd_cache").is_dir()  # the workspace's project keeps its cache
+    assert (user_cache / project.name).is_dir()  # the workspace's project keeps its cache
+    assert not (user_cache / outside.name).exists()
     assert sorted(p.name for p in outside.iterdir()) == ["model.py", "pyproject.toml"]
     assert path.read_text() == EXAMPLE

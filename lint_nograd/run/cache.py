@@ -1,7 +1,10 @@
 """What earlier runs learned of each file, so that an unchanged file is neither read nor parsed again.
 
-One file per cache folder, read once by each process that needs it and written atomically at the
-end of a run. Entries are stored under a hash of a file's bytes and of this tool's code: an edit
+By default the cache of a project lives in the user's cache folder (as pip's and pre-commit's do),
+one folder per project name (`default_folder`): every checkout and branch of the project shares
+it, so that a fresh clone, a CI job that restores that folder, or a branch switch reads only what
+changed. One file per cache folder, read once by each process that needs it and written atomically
+at the end of a run (concurrent runs each write a whole file; the last one stays). Entries are stored under a hash of a file's bytes and of this tool's code: an edit
 or a new version misses. An entry holds what is known of those bytes: the text index, the
 summary, the local findings per rule selection, the finished findings per link. A second index
 maps a file's path and status (size, modification and change times, inode) to that hash, as git
@@ -19,7 +22,9 @@ import functools
 import hashlib
 import json
 import os
+import re
 import stat
+import sys
 import tempfile
 import time
 from dataclasses import fields
@@ -57,6 +62,26 @@ def _tool_fingerprint() -> bytes:
         status = source.stat()
         parts.append(f"{source.relative_to(package)}:{status.st_size}:{status.st_mtime_ns}")
     return hashlib.blake2b("\n".join(parts).encode(), digest_size=16).digest()
+
+
+def default_folder(root: Path) -> Path:
+    """The cache folder of the project at `root`: `<user cache>/lint-nograd/<the root's name>`,
+    where the user cache is $LINT_NOGRAD_CACHE_DIR, else the platform's ($XDG_CACHE_HOME or
+    ~/.cache, ~/Library/Caches, %LOCALAPPDATA%); `.lint_nograd_cache` in the project when there
+    is no home folder to find one in."""
+    base = os.environ.get("LINT_NOGRAD_CACHE_DIR")
+    if not base:
+        if sys.platform == "win32":
+            user = os.environ.get("LOCALAPPDATA") or os.path.expanduser(r"~\AppData\Local")
+        elif sys.platform == "darwin":
+            user = os.path.expanduser("~/Library/Caches")
+        else:
+            user = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+        if not os.path.isabs(user):  # no home folder
+            return (root / FOLDER_NAME).absolute()
+        base = os.path.join(user, "lint-nograd")
+    name = re.sub(r"[^\w.-]", "_", Path(os.path.abspath(root)).name).strip(".") or "root"
+    return Path(os.path.abspath(base)) / name
 
 
 def content_key(data: bytes) -> str:
