@@ -227,3 +227,22 @@ def test_an_unreadable_gitignore_above_named_files_is_reported_once(tmp_path):
                           cwd=tmp_path, force_exclude=True)
     assert [shown for _, shown in result.files] == ["sub/a.py", "sub/b.py"]
     assert result.unreadable == ["cannot read .gitignore: not a regular file (a FIFO); its patterns are not applied"]
+
+
+def test_a_gitignore_decides_as_its_last_matching_pattern():
+    """The patterns of a .gitignore, searched as one expression, decide as git does: the last
+    pattern that matches, `!` re-including; compared with pathspec's pattern by pattern."""
+    from lint_nograd.run.files import _GitIgnore, _gitignore_spec
+
+    lines = ["*.py[cod]", "build/", "/top.py", "docs/**/gen_*.py", "!docs/keep/gen_main.py", "tmp*",
+             "!tmp_keep.py", "a/b/", "**/cache/", "\\#odd.py", "name with space.py", "[!x]y.py", "", "# comment"]
+    spec = _gitignore_spec(lines)
+    ours = _GitIgnore(Path("/project"), lines + ["!", "bad\\"])  # two patterns git skips
+    paths = ["x.pyc", "m.py", "build/", "build/x.py", "sub/build/", "top.py", "sub/top.py", "docs/a/gen_x.py",
+             "docs/keep/gen_main.py", "tmp1.py", "tmp_keep.py", "a/b/", "a/b/c.py", "x/cache/", "#odd.py",
+             "name with space.py", "ay.py", "xy.py", "docs/gen_y.py"]
+    for path in paths:
+        expected = next((p.include for p in reversed(spec.patterns)
+                         if p.include is not None and p.match_file(path) is not None), None)
+        assert ours.verdict_for(path) == expected, path
+    assert _GitIgnore(Path("/project"), ["# only a comment"]).verdict_for("m.py") is None

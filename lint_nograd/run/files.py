@@ -5,6 +5,7 @@ relative to the project root, the patterns of a .gitignore relative to the folde
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
@@ -67,6 +68,12 @@ def _gitignore_spec(lines: Sequence[str]) -> "pathspec.GitIgnoreSpec":
     return pathspec.GitIgnoreSpec.from_lines(list(lines))
 
 
+@functools.lru_cache(maxsize=None)
+def _pattern_class():
+    """The class of pathspec's gitignore patterns: it turns a line into a regular expression."""
+    return type(_gitignore_spec(["x"]).patterns[0])
+
+
 def compile_patterns(patterns: Iterable[str]) -> Patterns:
     return Patterns(patterns)
 
@@ -126,24 +133,39 @@ def discover(
     return result
 
 
-@dataclass(frozen=True)
-class _GitIgnore:
-    folder: Path
-    spec: "pathspec.GitIgnoreSpec"
+_GROUP_NAME = re.compile(r"\(\?P<[a-zA-Z_]\w*>")
 
-    @property
-    def prefix(self) -> str:
-        return os.path.join(str(self.folder), "")
+
+class _GitIgnore:
+    """The patterns of one .gitignore, as one regular expression: the last pattern that matches
+    decides, so they are tried last first, and a path that none matches costs one search. One
+    expression is compiled, not one per pattern (a .gitignore may hold hundreds)."""
+
+    def __init__(self, folder: Path, lines: Iterable[str]):
+        self.folder = folder
+        self.prefix = os.path.join(str(folder), "")
+        to_regex = _pattern_class().pattern_to_regex
+        parts, self._includes = [], []
+        for line in lines:
+            try:
+                regex, include = to_regex(line)
+            except ValueError:  # git skips a pattern it cannot read, and so do we
+                continue
+            if include is not None:
+                # each pattern's own groups lose their names (they repeat): the alternatives are named
+                parts.append(f"(?P<p{len(parts)}>{_GROUP_NAME.sub('(?:', regex)})")
+                self._includes.append(include)
+        self._regex = re.compile("|".join(reversed(parts))) if parts else None
 
     def verdict(self, path: Path, is_dir: bool) -> bool | None:
         """True if ignored, False if re-included by a `!` pattern, None if no pattern matches."""
         return self.verdict_for(match_path(path, self.folder, is_dir))
 
     def verdict_for(self, relative: str) -> bool | None:
-        for pattern in reversed(self.spec.patterns):  # in a .gitignore the last match wins
-            if pattern.include is not None and pattern.match_file(relative) is not None:
-                return pattern.include
-        return None
+        match = self._regex.match(relative) if self._regex is not None else None
+        if match is None:
+            return None
+        return self._includes[int(match.lastgroup[1:])]
 
 
 class _Walk:
@@ -258,8 +280,7 @@ class _Walk:
             self.unreadable.append(f"cannot read {shown_path(path, self.cwd)}: "
                                    f"{error.strerror or error}; its patterns are not applied")
             return ()
-        # git skips a pattern it cannot read, and so do we
-        return (_GitIgnore(folder, compile_patterns(filter(is_valid_pattern, text.splitlines())).spec),)
+        return (_GitIgnore(folder, text.splitlines()),)
 
 
 def repository_root(start: Path) -> Path:
