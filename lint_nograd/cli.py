@@ -30,8 +30,8 @@ from lint_nograd.run.config import (
     DEFAULT_SELECT,
     DEFAULT_STOP_GRADIENT,
     ConfigError,
+    Projects,
     RuleSelection,
-    by_project,
     expand_selectors,
     load_config,
     project_root,
@@ -324,6 +324,7 @@ def run_check(options: argparse.Namespace) -> int:
         outcome.diagnostics += found.diagnostics
         outcome.errors += found.errors
         _warn_about_cache(options, cache)
+    outcome.diagnostics.sort(key=lambda d: d.sort_key)
     plan = options.planned = _joined([project for project, _ in projects])
     if options.add_noqa:
         return _add_noqa(options, plan, outcome.diagnostics, plan.errors + outcome.errors)
@@ -332,13 +333,27 @@ def run_check(options: argparse.Namespace) -> int:
 
 
 def _projects(options: argparse.Namespace) -> list[tuple[Plan, Cache]]:
-    """A plan and a cache for each project the paths given belong to (as ruff finds settings for
-    each file): each is linked on its own, with its settings and import roots."""
-    groups = [options.paths]
-    if options.paths and not (options.stdin_filename or options.config or options.isolated):
-        groups = by_project(options.paths, Path.cwd())
-    return [_plan_and_cache(options if len(groups) == 1 else argparse.Namespace(**{**vars(options), "paths": paths}))
-            for paths in groups]
+    """A plan and a cache for each project the files checked belong to, found for each file as ruff
+    finds settings (`Projects`): each is linked on its own, with its settings and import roots. A
+    folder given that holds another project below it is two projects."""
+    if options.stdin_filename or options.config or options.isolated:
+        return [_plan_and_cache(options)]
+    projects, finder = [], Projects()
+    of = finder.of
+    for key, paths in finder.group(options.paths or ["."], Path.cwd()).items():
+        plan, cache = _plan_and_cache(argparse.Namespace(**{**vars(options), "paths": paths}))
+        nested: dict[tuple, list[str]] = {}
+        for job in plan.jobs:
+            if (inner := of(job.path.parent)) != key:
+                nested.setdefault(inner, []).append(job.display_path)
+        if nested:  # the files of projects below this one are theirs
+            plan.jobs = [job for job in plan.jobs if of(job.path.parent) == key]
+            plan.project_files = [(path, shown) for path, shown in plan.project_files if of(path.parent) == key]
+        if plan.jobs or plan.errors or not nested:
+            projects.append((plan, cache))
+        projects += [_plan_and_cache(argparse.Namespace(**{**vars(options), "paths": paths}))
+                     for paths in nested.values()]
+    return projects
 
 
 def _joined(plans: list[Plan]) -> Plan:

@@ -108,3 +108,20 @@ def test_each_path_is_checked_in_its_own_project(tmp_path, capsys):
     codes = {(line.partition("/")[2].partition("/")[0], line.split()[1]) for line in together.splitlines()
              if " NG0" in line}
     assert ("first", "NG004") in codes and ("second", "NG005") in codes and ("second", "NG004") not in codes
+
+
+def test_a_project_below_the_folder_checked_is_a_project_of_its_own(tmp_path, capsys):
+    """`check .` at the top of a repository that holds a package with its own pyproject.toml: that
+    package's files take its settings and import roots (its `src/`), and it is linked on its own."""
+    top = tmp_path / "repo"
+    shutil.copytree(PROJECTS / "cross_module", top)
+    shutil.copytree(PROJECTS / "src_layout", top / "packages" / "inner")
+    (top / "packages" / "inner" / "pyproject.toml").write_text(
+        "[tool.lint-nograd]\ntorch-version = \"2.13\"\nignore = [\"NG006\"]\n")
+    alone, _ = check(top / "packages" / "inner", ["."], capsys)
+    outer, _ = check(top, ["pkg"], capsys)
+    both, status = check(top, ["."], capsys)
+    inner = [line.replace("src/", "packages/inner/src/", 1) for line in alone.splitlines() if " NG0" in line]
+    assert inner and status == 1
+    assert sorted(line for line in both.splitlines() if " NG0" in line) == sorted(
+        [line for line in outer.splitlines() if " NG0" in line] + inner)

@@ -5,6 +5,7 @@ In each layer `select` replaces what the layer below chose, `extend-select` adds
 """
 from __future__ import annotations
 
+
 import keyword
 import os
 import re
@@ -182,14 +183,36 @@ def _nearest_project(start: Path) -> Path | None:
     return None
 
 
-def by_project(given: Sequence[str], cwd: Path) -> list[list[str]]:
-    """The paths given, grouped by the project each belongs to: the settings and the project root
-    found from each (`check a/x.py b/y.py` with a project in `a` and another in `b`: two groups)."""
-    groups: dict[tuple, list[str]] = {}
-    for path in given:
-        start = search_start([path], cwd)
-        groups.setdefault((find_config(start), _nearest_project(start)), []).append(path)
-    return list(groups.values())
+class Projects:
+    """What a file in a folder is checked as part of, as ruff finds it for each file: the nearest
+    settings above it and the nearest project root (a pyproject.toml or a settings file). Each
+    folder is looked at once (a run may check thousands of files)."""
+
+    def __init__(self) -> None:
+        self._found: dict[Path, tuple[Path | None, Path | None]] = {}
+
+    def of(self, folder: Path) -> tuple[Path | None, Path | None]:
+        found = self._found.get(folder)
+        if found is None:
+            settings = next((folder / name for name in (HIDDEN_STANDALONE, STANDALONE) if (folder / name).is_file()),
+                            None)
+            pyproject = folder / "pyproject.toml"
+            if settings is None and pyproject.is_file() and TABLE in _tool_tables(_read_toml(pyproject, folder)):
+                settings = pyproject
+            root = folder if settings is not None or pyproject.is_file() else None
+            if (settings is None or root is None) and folder.parent != folder:
+                above = self.of(folder.parent)
+                settings, root = settings or above[0], root or above[1]
+            found = self._found[folder] = (settings, root)
+        return found
+
+    def group(self, given: Sequence[str], cwd: Path) -> dict[tuple, list[str]]:
+        """The paths given, by the project each belongs to: `check a/x.py b/y.py` with a project in
+        `a` and another in `b` gives two groups."""
+        groups: dict[tuple, list[str]] = {}
+        for path in given:
+            groups.setdefault(self.of(search_start([path], cwd)), []).append(path)
+        return groups
 
 
 def load_config(
