@@ -197,11 +197,12 @@ def shared_options() -> argparse.ArgumentParser:
     return options
 
 
-def plan_jobs(options: argparse.Namespace, cwd: Path | None = None) -> Plan:
-    """Turn the shared options and the configuration into one job per file to check."""
+def plan_jobs(options: argparse.Namespace, cwd: Path | None = None, paths: list[str] | None = None) -> Plan:
+    """Turn the shared options and the configuration into one job per file to check (of `paths`,
+    else of the paths given)."""
     cwd = cwd or Path.cwd()
-    config = load_config(options.config, cwd, options.isolated,
-                         [] if options.stdin_filename else options.paths or ["."])
+    paths = paths or options.paths or ["."]
+    config = load_config(options.config, cwd, options.isolated, [] if options.stdin_filename else paths)
     command_line = RuleSelection(
         select=None if options.select is None else expand_selectors(options.select, "--select"),
         extend_select=expand_selectors(options.extend_select, "--extend-select"),
@@ -212,7 +213,7 @@ def plan_jobs(options: argparse.Namespace, cwd: Path | None = None) -> Plan:
                    if globs is not None)
     respect_gitignore = (config.respect_gitignore if options.respect_gitignore is None
                          else options.respect_gitignore)
-    given = [options.stdin_filename] if options.stdin_filename else options.paths or ["."]
+    given = [options.stdin_filename] if options.stdin_filename else paths
     patterns = compile_patterns([*exclude, *config.extend_exclude, *options.extend_exclude])
     found = discover(given, root=config.root, exclude=patterns, respect_gitignore=respect_gitignore, cwd=cwd,
                      force_exclude=options.force_exclude)
@@ -341,7 +342,7 @@ def _projects(options: argparse.Namespace) -> list[tuple[Plan, Cache]]:
     projects, finder = [], Projects()
     of = finder.of
     for key, paths in finder.group(options.paths or ["."], Path.cwd()).items():
-        plan, cache = _plan_and_cache(argparse.Namespace(**{**vars(options), "paths": paths}))
+        plan, cache = _plan_and_cache(options, paths)
         nested: dict[tuple, list[str]] = {}
         for job in plan.jobs:
             if (inner := of(job.path.parent)) != key:
@@ -351,8 +352,7 @@ def _projects(options: argparse.Namespace) -> list[tuple[Plan, Cache]]:
             plan.project_files = [(path, shown) for path, shown in plan.project_files if of(path.parent) == key]
         if plan.jobs or plan.errors or not nested:
             projects.append((plan, cache))
-        projects += [_plan_and_cache(argparse.Namespace(**{**vars(options), "paths": paths}))
-                     for paths in nested.values()]
+        projects += [_plan_and_cache(options, paths) for paths in nested.values()]
     return projects
 
 
@@ -367,8 +367,8 @@ def _joined(plans: list[Plan]) -> Plan:
                    exit_on_note=any(plan.exit_on_note for plan in plans))
 
 
-def _plan_and_cache(options: argparse.Namespace) -> tuple[Plan, Cache]:
-    plan = plan_jobs(options)
+def _plan_and_cache(options: argparse.Namespace, paths: list[str] | None = None) -> tuple[Plan, Cache]:
+    plan = plan_jobs(options, paths=paths)
     options.planned = plan  # --watch watches the folders it found
     for warning in plan.warnings:
         _warn(options, warning)

@@ -100,6 +100,8 @@ class Config:
 
     def ignored_codes(self, path: Path) -> frozenset[str]:
         """The codes `per-file-ignores` turns off for `path`."""
+        if not self.per_file_ignores:
+            return frozenset()
         relative = match_path(path, self.root)
         ignored: frozenset[str] = frozenset()
         for entry in self.per_file_ignores:

@@ -96,13 +96,18 @@ def match_path(path: Path, base: Path, is_dir: bool = False) -> str:
 
 
 def shown_path(path: Path, cwd: Path, given: str | None = None, start: Path | None = None) -> str:
-    """Relative to the current folder when under it, else as the user wrote it."""
-    try:
-        return str(path.relative_to(cwd))
-    except ValueError:
-        if given is None or start is None or path == start:
-            return given or str(path)
-        return os.path.normpath(os.path.join(given, os.path.relpath(path, start)))
+    """Relative to the current folder when under it, else as the user wrote it. (With strings: a
+    walk shows thousands of paths, and pathlib's `relative_to` costs more than the walk.)"""
+    text, folder = str(path), os.path.join(str(cwd), "")
+    if text.startswith(folder):
+        return text[len(folder):]
+    if text == str(cwd):
+        return "."
+    if given is None or start is None or path == start:
+        return given or text
+    below = os.path.join(str(start), "")
+    inside = text[len(below):] if text.startswith(below) else os.path.relpath(text, start)
+    return os.path.normpath(os.path.join(given, inside))
 
 
 def discover(
