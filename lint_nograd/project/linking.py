@@ -547,15 +547,22 @@ class Project:
         uses_of = {key: uses for module in self.loaded() for key, uses in self._uses_of(module).items()
                    if called_as(key[1])}
         found = {key for key, uses in uses_of.items() if any(isinstance(use, tuple) for use in uses)}
-        names = {called_as(key[1]) for key in found}
-        while True:
-            more = {key for key, uses in uses_of.items() if key not in found and any(
-                not isinstance(use, (str, tuple)) and any(_last_name(ref) in names for ref in use.callees)
-                for use in uses) and self.parameter(key)[1]}
-            if not more:
-                return [key for key in uses_of if key in found]
-            found |= more
-            names |= {called_as(key[1]) for key in more}
+        passing: dict[str, set] = defaultdict(set)  # a callee's name -> the parameters passed to it
+        for key, uses in uses_of.items():
+            for use in uses:
+                if key not in found and not isinstance(use, (str, tuple)):
+                    for ref in use.callees:
+                        passing[_last_name(ref)].add(key)
+        names, seen = [called_as(key[1]) for key in found], set()
+        while names:
+            name = names.pop()
+            if name not in seen:
+                seen.add(name)
+                for key in passing.get(name, ()):
+                    if key not in found and self.parameter(key)[1]:
+                        found.add(key)
+                        names.append(called_as(key[1]))
+        return [key for key in uses_of if key in found]
 
     def helpers(self) -> list[tuple[tuple[str, str, str], tuple[bool, dict[str, Reacher]]]]:
         """The parameters of helpers looked into so far, with what their functions do with them."""

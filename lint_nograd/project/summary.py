@@ -205,10 +205,14 @@ def display_name(name: str) -> str:
 
 
 def _ref(value) -> Ref:
+    if type(value) is tuple:  # handed over by a worker process as made: nothing to convert
+        return value
     return tuple(_ref(part) if isinstance(part, list) else part for part in value)
 
 
 def _refs(values) -> tuple[Ref, ...]:
+    if type(values) is tuple:
+        return values
     return tuple(_ref(value) for value in values)
 
 

@@ -106,6 +106,7 @@ class Run:
         self.findings: dict[Path, list[Diagnostic]] = {}  # of each file given, once finished
         self.found: dict[Path, list[engine.Linked]] = {}  # what linking gave each file given
         self._ahead: dict[Path, tuple] = {}  # facts made before linking asks for them, and their summary if read
+        self._words: dict[Path, frozenset[bytes]] = {}  # the words of the files looked into for names
 
     def _add(self, path: Path, shown: str, roots: Sequence[Path]) -> ProjectFile:
         if path not in self.files:
@@ -366,11 +367,14 @@ class Run:
         key = ",".join(sorted(names))
         mentions = entry.setdefault("mentions", {})
         if key not in mentions:
-            try:
-                data = file.job.data if file.job and file.job.data is not None else read_regular_file(file.path)
-            except OSError:
-                return False
-            mentions[key] = mentions_any(data, key)
+            words = self._words.get(file.path)
+            if words is None:  # read once, however many names are looked for in it
+                try:
+                    data = file.job.data if file.job and file.job.data is not None else read_regular_file(file.path)
+                except OSError:
+                    return False
+                words = self._words[file.path] = words_of(data)
+            mentions[key] = any(name.encode() in words for name in key.split(","))
         return mentions[key]
 
     # -- stage 4: finished findings -----------------------------------------------------------------
@@ -409,8 +413,15 @@ class Run:
 
 def mentions_any(data: bytes, names: str) -> bool:
     """Whether the text uses one of the comma-separated `names` as a word."""
-    pattern = re.compile(rb"\b(?:%s)\b" % b"|".join(re.escape(name.encode()) for name in names.split(",")))
-    return bool(pattern.search(data))
+    words = words_of(data)
+    return any(name.encode() in words for name in names.split(","))
+
+
+def words_of(data: bytes) -> frozenset[bytes]:
+    return frozenset(_WORD.findall(data))
+
+
+_WORD = re.compile(rb"\w+")
 
 
 def _size(file: ProjectFile) -> int:
