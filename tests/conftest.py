@@ -9,7 +9,17 @@ import os  # noqa: E402
 # are written for 80 columns, whatever terminal the tests are started from.
 os.environ.pop("COLUMNS", None)
 
+import atexit  # noqa: E402
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
+
 import pytest  # noqa: E402
+
+# Whatever a test starts, before its own fixtures too (a module's pre-commit or language server
+# process), keeps its caches here, never in the user's cache folder.
+_CACHES = tempfile.mkdtemp(prefix="lint-nograd-caches-")
+atexit.register(shutil.rmtree, _CACHES, True)
+os.environ["LINT_NOGRAD_CACHE_DIR"] = _CACHES
 
 
 @pytest.fixture(autouse=True)
