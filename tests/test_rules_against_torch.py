@@ -236,7 +236,8 @@ def test_partial_and_argnums_applied_in_another_module(monkeypatch):
     cases = {"bound": (functools.partial(ns["bound"], w), (X,), 0),
              "left_out": (ns["left_out"], (X, w), 0),
              "left_out_near_miss": (ns["left_out_near_miss"], (X, w), 1),
-             "bound_near_miss": (functools.partial(ns["bound_near_miss"], w), (X,), 0)}
+             "bound_near_miss": (functools.partial(ns["bound_near_miss"], w), (X,), 0),
+             "rebound_near_miss": (functools.partial(ns["rebound_near_miss"], w), (X,), 0)}
     for name, (function, arguments, argnums) in cases.items():
         agree = torch.allclose(jacfwd(function, argnums=argnums)(*arguments),
                                jacrev(function, argnums=argnums)(*arguments))

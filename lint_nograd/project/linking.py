@@ -764,7 +764,9 @@ class Project:
                             facts.mentioned.setdefault(mode, set()).update(mentioned)
                     for source in function.sources:
                         targets = self._functions(module, source.targets)
-                        direct = all(v[0] == "F" or v[0] == "W" and v[1][0] == "F"  # `f`, `partial(f, w)`
+                        # `f` or `partial(f, w)` as written: `g` bound to `partial(f, w)` shifts the arguments
+                        partial = source.selection is not None and source.selection[0]
+                        direct = all(v[0] == "W" and v[1][0] == "F" if partial else v[0] == "F"
                                      for v in self._values(module, source.targets))
                         for value in targets:
                             params = constant_params(source.selection if direct else None,

@@ -60,9 +60,10 @@ class Source:
     span: Span
     text: str  # `jacfwd(loss)`, for messages
     receivers: tuple[Ref, ...] = ()  # `tracer.trace(m)`: a finding only if `tracer` is a torch.fx.Tracer
-    # which arguments it differentiates, of the function it runs: (count bound by `partial`, keywords
-    # bound by it, `argnums` or None for every free one); None when unknown (linking: `differentiated`)
-    selection: Optional[tuple[int, tuple[str, ...], Optional[tuple[int, ...]]]] = None
+    # which arguments it differentiates, of the function it runs: (whether it runs `partial(f, ...)`,
+    # the count of arguments bound by `partial`, the keywords bound by it, `argnums` or None for every
+    # free one); None when unknown (linking: `constant_params`)
+    selection: Optional[tuple[bool, int, tuple[str, ...], Optional[tuple[int, ...]]]] = None
     gradient_step: bool = False  # `make_fx` of a function of this module that returns only torch.autograd.grad's result
 
 
@@ -759,17 +760,17 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             return None
         position, keyword = entry.argument
         target = _first_argument(call, position, keyword)
-        bound, keywords = 0, ()
+        partial, bound, keywords = False, 0, ()
         if isinstance(target, ast.Call) and self.scopes.qualified_names(target.func, self.scope) & torch_names.PARTIAL:
             if any(isinstance(a, ast.Starred) for a in target.args) or any(k.arg is None for k in target.keywords):
                 return None
-            bound, keywords = len(target.args) - 1, tuple(sorted(k.arg for k in target.keywords))
+            partial, bound, keywords = True, len(target.args) - 1, tuple(sorted(k.arg for k in target.keywords))
             target = target.args[0] if target.args else None
         if not isinstance(target, (ast.Name, ast.Attribute)):
             return None
         if not (any(name.startswith(("torch.func.", "functorch.", "torch._functorch.")) for name in entry.qualified_names)
                 and entry.name in _ARGNUMS_TRANSFORMS):
-            return bound, keywords, None  # every positional argument is a primal (vjp, jvp, linearize, ...)
+            return partial, bound, keywords, None  # every positional argument is a primal (vjp, jvp, ...)
         argnums = next((k.value for k in call.keywords if k.arg == "argnums"), ast.Constant(0))
         try:
             numbers = ast.literal_eval(argnums)
@@ -778,7 +779,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         numbers = (numbers,) if isinstance(numbers, int) else numbers
         if not isinstance(numbers, tuple) or not all(isinstance(n, int) and n >= 0 for n in numbers):
             return None
-        return bound, keywords, numbers
+        return partial, bound, keywords, numbers
 
     def _traced_methods(self, call: ast.Call, modules: tuple[Ref, ...]) -> tuple[Ref, ...]:
         """`trace_module(m, {"forward": x, "infer": y})` runs `m.infer` too."""
@@ -854,14 +855,14 @@ _ARGNUMS_TRANSFORMS = frozenset({"grad", "grad_and_value", "jacrev", "jacfwd", "
 
 
 def _selection(data) -> Optional[tuple]:
-    return None if data is None else (data[0], tuple(data[1]), None if data[2] is None else tuple(data[2]))
+    return None if data is None else (bool(data[0]), data[1], tuple(data[2]), None if data[3] is None else tuple(data[3]))
 
 
 def constant_params(selection: Optional[tuple], function: Function, bound_method: bool) -> frozenset[str]:
     """The parameters of `function` that a transform with this `selection` does not differentiate."""
     if selection is None:
         return frozenset()
-    bound, keywords, argnums = selection
+    _, bound, keywords, argnums = selection
     params = function.params[1:] if bound_method else function.params
     free = [name for name in params[bound:] if name not in keywords]
     if argnums is not None and any(n >= len(free) for n in argnums):
