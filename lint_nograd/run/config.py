@@ -5,7 +5,6 @@ In each layer `select` replaces what the layer below chose, `extend-select` adds
 """
 from __future__ import annotations
 
-
 import keyword
 import os
 import re
@@ -167,7 +166,7 @@ def project_root(config: Config, given: Sequence[str], cwd: Path, isolated: bool
     start = search_start(given, cwd)
     if config.path is not None and config.root in (start, *start.parents):
         return config.root
-    nearest = None if isolated else _nearest_project(start)
+    nearest = None if isolated else Projects().of(start)[1]
     if nearest is not None:
         return nearest
     if config.path is not None:
@@ -176,13 +175,6 @@ def project_root(config: Config, given: Sequence[str], cwd: Path, isolated: bool
     if len(folders) == 1 and folders[0].is_dir():
         return folders[0]
     return cwd
-
-
-def _nearest_project(start: Path) -> Path | None:
-    for directory in (start, *start.parents):
-        if any((directory / name).is_file() for name in ("pyproject.toml", STANDALONE, HIDDEN_STANDALONE)):
-            return directory
-    return None
 
 
 class Projects:

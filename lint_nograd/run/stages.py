@@ -300,6 +300,7 @@ class Run:
             project.link(summarised)
             callers = self._callers_by_name(project)
             if not callers:
+                self._words.clear()  # no more names to look for
                 return project
             self.summarise(callers)
 
