@@ -9,28 +9,8 @@ import threading
 from pathlib import Path
 
 import pytest
+from cli_sources import CLEAN, FIXABLE, NOT_FIXABLE
 
-FIXABLE = """\
-import torch
-from torch.func import jacfwd
-
-
-def f(x):
-    with torch.no_grad():
-        s = x.mean()
-    return x - s
-
-
-jacfwd(f)
-"""
-NOT_FIXABLE = """\
-import torch
-from torch.func import grad
-
-with torch.no_grad():
-    d = grad(abs)(1.0)
-"""
-CLEAN = "import torch\n\nx = torch.ones(3)\n"
 
 
 @pytest.fixture

@@ -8,21 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_sources import FIXABLE, NOT_FIXABLE
 from lint_nograd import cli
 
-FIXABLE = """\
-import torch
-from torch.func import jacfwd
-
-
-def f(x):
-    with torch.no_grad():
-        s = x.mean()
-    return x - s
-
-
-jacfwd(f)
-"""
 FIXED = """\
 import torch
 from lint_nograd import stop_gradient
@@ -35,13 +23,6 @@ def f(x):
 
 
 jacfwd(f)
-"""
-NOT_FIXABLE = """\
-import torch
-from torch.func import grad
-
-with torch.no_grad():
-    d = grad(abs)(1.0)
 """
 
 

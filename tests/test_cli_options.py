@@ -12,28 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_sources import FIXABLE, NOT_FIXABLE
 from lint_nograd import cli
 
-FIXABLE = """\
-import torch
-from torch.func import jacfwd
-
-
-def f(x):
-    with torch.no_grad():
-        s = x.mean()
-    return x - s
-
-
-jacfwd(f)
-"""
-NOT_FIXABLE = """\
-import torch
-from torch.func import grad
-
-with torch.no_grad():
-    d = grad(abs)(1.0)
-"""
 NOTEBOOK = Path(__file__).parent / "fixtures" / "notebooks" / "meta_learning.ipynb"
 
 
