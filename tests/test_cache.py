@@ -325,3 +325,18 @@ def test_findings_are_stored_as_asdict_makes_them(project):
     assert any(d.fix is not None and d.fix.edits for d in found) and any(d.related for d in found)
     assert cache.diagnostics_to_json(found) == [asdict(d) for d in found]
     assert cache.diagnostics_from_json(json.loads(json.dumps(cache.diagnostics_to_json(found))), "") is not None
+
+
+def test_summaries_read_back_are_the_same_and_share_their_refs(project):
+    """A summary read from the cache is the one stored; summaries read in one run keep each ref
+    once (a project's summaries repeat `("imp", "torch")` thousands of times)."""
+    from lint_nograd.project.summary import ModuleSummary
+
+    made = [summary for path in sorted((project / "src").glob("ng00*.py"))
+            if (summary := engine.facts(path.read_bytes(), path.name, frozenset()).summary) is not None]
+    shared: dict = {}
+    read = [ModuleSummary.from_json(json.loads(json.dumps(summary.to_json())), shared) for summary in made]
+    assert read == made
+    refs = [ref for summary in read for refs in summary.names.values() for ref in refs]
+    torch_refs = [ref for ref in refs if ref == ("imp", "torch")]
+    assert len(torch_refs) > 1 and all(ref is torch_refs[0] for ref in torch_refs)

@@ -11,7 +11,7 @@ import pytest
 pytest_lsp = pytest.importorskip("pytest_lsp")
 from lint_nograd.fix import rewrite  # noqa: E402
 from lint_nograd.report import output
-from lint_nograd.run.config import tomllib  # noqa: E402
+from lint_nograd.run.config import parse_toml  # noqa: E402
 from lsprotocol import types  # noqa: E402
 from pytest_lsp import ClientServerConfig, LanguageClient  # noqa: E402
 
@@ -342,7 +342,7 @@ async def test_an_internal_error_is_logged_and_the_server_goes_on(failing_client
 
 
 def test_the_linter_install_does_not_pull_the_server():
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    project = parse_toml((ROOT / "pyproject.toml").read_text())["project"]
     assert not [d for d in project["dependencies"] if d.startswith(("pygls", "lsprotocol"))]
     assert {d.split(">")[0] for d in project["optional-dependencies"]["server"]} == {"pygls", "lsprotocol"}
     done = subprocess.run([sys.executable, "-c", "import sys, lint_nograd.cli, lint_nograd.analysis.torch_names\n"

@@ -2,17 +2,11 @@
 imports nothing heavy: a warm run answered from the cache needs no more)."""
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from lint_nograd.run.config import DEFAULT_STOP_GRADIENT, DETACH
+from lint_nograd.run.config import DEFAULT_STOP_GRADIENT, DETACH, parse_toml
 from lint_nograd.run.regular_file import read_regular_file
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:
-    import tomli as tomllib
 
 SAFE, UNSAFE = "safe", "unsafe"
 
@@ -45,8 +39,8 @@ def first_party_modules(root: Path, import_roots: list[Path]) -> frozenset[str]:
     packages (with an `__init__.py`) and modules at the top of its import roots, as ruff finds them."""
     found: set[str] = set()
     try:
-        tool = tomllib.loads(read_regular_file(root / "pyproject.toml").decode()).get("tool", {})
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        tool = parse_toml(read_regular_file(root / "pyproject.toml").decode()).get("tool", {})
+    except (OSError, ValueError):
         tool = {}
     ruff = tool.get("ruff", {}) if isinstance(tool, dict) else {}
     ruff = ruff if isinstance(ruff, dict) else {}

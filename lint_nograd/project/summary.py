@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -39,7 +40,7 @@ _RETURN_THE_MODULE = frozenset({"eval", "train", "to", "cpu", "cuda", "float", "
 _MAX_DEPTH = 8
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Span:
     """Where something is, ready to report: 1-based rows, character columns, and the first line."""
 
@@ -50,7 +51,7 @@ class Span:
     line: str
 
 
-@dataclass
+@dataclass(slots=True)
 class Source:
     """A transform or tracer applied to something: `jacfwd(loss)`, `symbolic_trace(Net())`."""
 
@@ -67,7 +68,7 @@ class Source:
     gradient_step: bool = False  # `make_fx` of a function of this module that returns only torch.autograd.grad's result
 
 
-@dataclass
+@dataclass(slots=True)
 class CallSite:
     """A call that passes something callable: `hvp(energy, x, v)`, for helpers' parameters."""
 
@@ -79,7 +80,7 @@ class CallSite:
     receiver: tuple[Ref, ...] = ()  # `net` in `net.export(x)`: the `self` of the method called
 
 
-@dataclass
+@dataclass(slots=True)
 class Function:
     params: tuple[str, ...]  # positional parameters, `self` included
     kwonly: tuple[str, ...] = ()
@@ -91,14 +92,14 @@ class Function:
     reads: tuple[str, ...] = ()  # the attribute names its body loads (`x.last_norm`), for regions that only store
 
 
-@dataclass
+@dataclass(slots=True)
 class Class:
     bases: tuple[tuple[Ref, ...], ...]
     methods: dict[str, str]  # method name -> function name
     attributes: dict[str, tuple[Ref, ...]]  # `self.block = Block()`, class-level assignments
 
 
-@dataclass
+@dataclass(slots=True)
 class Region:
     function: Optional[str]  # the function whose body it is in (None at module level)
     api: str  # `no_grad`, `set_grad_enabled(False)`, `inference_mode`
@@ -112,7 +113,7 @@ class Region:
     local_only: bool = False  # it only binds locals: no state a tracer records (region_flow)
 
 
-@dataclass
+@dataclass(slots=True)
 class BackwardSite:
     """`y.backward()` after `y = f(...)`: NG003 if `f` returns a value computed in a region."""
 
@@ -123,7 +124,7 @@ class BackwardSite:
     span: Span
 
 
-@dataclass
+@dataclass(slots=True)
 class ModuleSummary:
     functions: dict[str, Function]  # MODULE_BODY for the code at the top level
     classes: dict[str, Class]
@@ -166,8 +167,14 @@ class ModuleSummary:
         }
 
     @classmethod
-    def from_json(cls, data: dict) -> "ModuleSummary":
-        """Raises KeyError, TypeError or ValueError for data of another shape."""
+    def from_json(cls, data: dict, shared: dict | None = None) -> "ModuleSummary":
+        """Raises KeyError, TypeError or ValueError for data of another shape. `shared`: the refs
+        decoded so far, kept once each (a project's summaries repeat `("imp", "torch")` thousands of times)."""
+        shared = {} if shared is None else shared
+
+        def _refs(values):
+            return _shared_refs(values, shared)
+
         def span(d):
             return Span(**d) if d is not None else None
 
@@ -184,7 +191,7 @@ class ModuleSummary:
         functions = {name: Function(tuple(f["params"]), tuple(f["kwonly"]), _refs(f["calls"]),
                                     [call_site(c) for c in f["call_sites"]], [source(s) for s in f["sources"]],
                                     span(f["returns_region"]), f["returns_api"],
-                                    tuple(f.get("reads", ())))
+                                    tuple(map(sys.intern, f.get("reads", ()))))
                      for name, f in data["functions"].items()}
         classes = {name: Class(tuple(_refs(b) for b in c["bases"]), dict(c["methods"]),
                                {k: _refs(v) for k, v in c["attributes"].items()})
@@ -205,16 +212,19 @@ def display_name(name: str) -> str:
     return re.sub(r"<lambda>@\d+:\d+", "<lambda>", name).split("#")[0]
 
 
-def _ref(value) -> Ref:
+def _shared_ref(value, shared: dict) -> Ref:
     if type(value) is tuple:  # handed over by a worker process as made: nothing to convert
         return value
-    return tuple(_ref(part) if isinstance(part, list) else part for part in value)
+    ref = tuple(_shared_ref(part, shared) if type(part) is list else
+                sys.intern(part) if type(part) is str else part for part in value)
+    return shared.setdefault(ref, ref)
 
 
-def _refs(values) -> tuple[Ref, ...]:
+def _shared_refs(values, shared: dict) -> tuple[Ref, ...]:
     if type(values) is tuple:
         return values
-    return tuple(_ref(value) for value in values)
+    refs = tuple(_shared_ref(value, shared) for value in values)
+    return shared.setdefault(refs, refs)
 
 
 def column(line: str, byte_offset: int) -> int:
@@ -887,7 +897,7 @@ def _attribute_reads(lines: list[str], function: ast.AST) -> tuple[str, ...]:
     """The attribute names a function's text reads (`x.last_norm`, not `x.last_norm = ...`): found in
     the text, strings and comments included, so never fewer than its code loads."""
     text = "\n".join(lines[function.lineno - 1:function.end_lineno or function.lineno])
-    return tuple(sorted(set(_ATTRIBUTE_READ.findall(text))))
+    return tuple(sorted(set(map(sys.intern, _ATTRIBUTE_READ.findall(text)))))  # kept once in each process
 
 
 def _may_run_a_function(ref: Ref) -> bool:

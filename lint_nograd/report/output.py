@@ -7,19 +7,15 @@ SARIF carry every fix with its applicability.
 """
 from __future__ import annotations
 
-import difflib
 import functools
 import hashlib
 import json
 import os
 import re
-import textwrap
-import xml.etree.ElementTree as ElementTree
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from lint_nograd import __version__
 from lint_nograd.report.diagnostics import Diagnostic, Edit, Fix, Related
@@ -88,6 +84,8 @@ def diff(display_path: str, old: bytes, new: bytes, color: bool = False) -> str:
         if None not in cells and len(cells[0]) == len(cells[1]):
             pieces = [(f"a/{display_path}:cell {number}", f"b/{display_path}:cell {number}", before, after)
                       for number, (before, after) in enumerate(zip(*cells), 1) if before != after]
+    import difflib  # here, as the modules below: what a run needs only for some outputs is imported then
+
     lines = []
     for old_name, new_name, before, after in pieces:
         lines += difflib.unified_diff(_diff_lines(before), _diff_lines(after), old_name, new_name)
@@ -301,6 +299,8 @@ def _wrap(text: str, width: int, first: str, indent: str) -> list[str]:
         indent = indent[: width // 4]
     if len(first) >= width:
         return [*_wrap(first.rstrip(), width, "", indent), *_wrap(text, width, indent, indent)]
+    import textwrap
+
     return textwrap.wrap(text, width, initial_indent=first, subsequent_indent=indent,
                          break_long_words=True, break_on_hyphens=False)
 
@@ -463,6 +463,8 @@ def _artifact(path: str, source_root: Path | None) -> dict[str, str]:
 def _uri(path: str) -> str:
     if Path(path).is_absolute():
         return Path(path).as_uri()
+    from urllib.parse import quote
+
     return quote(Path(path).as_posix(), safe="/", errors="surrogateescape")
 
 
@@ -533,6 +535,8 @@ def _xml(text: str) -> str:
 
 
 def _junit(diagnostics: Sequence[Diagnostic]) -> str:
+    from xml.etree import ElementTree
+
     root = ElementTree.Element("testsuites", name=TOOL, tests=str(max(len(diagnostics), 1)),
                                failures=str(len(diagnostics)), errors="0")
     by_file: dict[str, list[Diagnostic]] = {}

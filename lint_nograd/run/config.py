@@ -24,11 +24,6 @@ from lint_nograd.run.regular_file import read_regular_file
 if TYPE_CHECKING:
     import pathspec
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.9 and 3.10 only
-    import tomli as tomllib
-
 TABLE = "lint-nograd"  # read from [tool.lint-nograd]
 STANDALONE = "lint-nograd.toml"  # `--config` may name one: the same settings, at its top level
 HIDDEN_STANDALONE = ".lint-nograd.toml"  # read as the one above, as ruff reads `.ruff.toml`
@@ -230,10 +225,19 @@ def load_config(
     return _parse_table(tables[TABLE], path, shown_path(path, cwd))
 
 
+def parse_toml(text: str) -> dict[str, Any]:
+    """Raises ValueError (as tomllib.TOMLDecodeError). tomllib is imported only when a file is read."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on 3.10 only
+        import tomli as tomllib
+    return tomllib.loads(text)
+
+
 def _read_toml(path: Path, cwd: Path) -> dict[str, Any]:
     try:
-        return tomllib.loads(read_regular_file(path).decode())  # a FIFO or a device is an error, not a hang
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        return parse_toml(read_regular_file(path).decode())  # a FIFO or a device is an error, not a hang
+    except (OSError, ValueError) as error:  # ValueError: not UTF-8, not TOML
         reason = error.strerror if isinstance(error, OSError) and error.strerror else error
         raise ConfigError(f"cannot read {shown_path(path, cwd)}: {reason}") from None
 

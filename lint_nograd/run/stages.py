@@ -107,6 +107,7 @@ class Run:
         self.found: dict[Path, list[engine.Linked]] = {}  # what linking gave each file given
         self._ahead: dict[Path, tuple] = {}  # facts made before linking asks for them, and their summary if read
         self._words: dict[Path, frozenset[bytes]] = {}  # the words of the files looked into for names
+        self._shared: dict = {}  # the refs of the summaries read from the cache, kept once each
 
     def _add(self, path: Path, shown: str, roots: Sequence[Path]) -> ProjectFile:
         if path not in self.files:
@@ -275,7 +276,7 @@ class Run:
             local = diagnostics_from_json(entry.get("local", {}).get(facts_key(file.job)), file.shown)
         try:
             summary = read if read is not None else \
-                ModuleSummary.from_json(entry["summary"]) if entry["summary"] is not None else None
+                ModuleSummary.from_json(entry["summary"], self._shared) if entry["summary"] is not None else None
         except (KeyError, TypeError, ValueError, AttributeError):
             return False
         if local is None:
@@ -301,6 +302,7 @@ class Run:
             callers = self._callers_by_name(project)
             if not callers:
                 self._words.clear()  # no more names to look for
+                self._shared.clear()  # no more summaries to read
                 return project
             self.summarise(callers)
 
@@ -323,7 +325,7 @@ class Run:
                 if error is None:  # else summarised again when asked for, and the error told then
                     summary = None
                     if level + 1 < AHEAD_LEVELS and facts[1] is not None:  # read once, kept to link
-                        summary = ModuleSummary.from_json(facts[1])
+                        summary = ModuleSummary.from_json(facts[1], self._shared)
                         summaries.append((file.module, summary))
                     self._ahead[file.path] = facts, summary
 
