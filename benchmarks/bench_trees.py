@@ -50,28 +50,32 @@ def copy_tree(source: Path, target: Path, share: float = 1.0) -> Path:
     return target  # in a checkout: a file modified within the timestamps' precision is read again
 
 
-def commands(ruff: str, tree: Path, cache: Path) -> dict[str, list[str]]:
+def commands(ruff: str, tree: Path, cache: Path, changing: Path | None = None) -> dict[str, list[str]]:
+    """`changing`: a second copy of the tree, where one file changes before each run of `changed`
+    (in `tree`, the change would make the next warm run one after a change too)."""
     lint = [sys.executable, "-m", "lint_nograd", "check", "--isolated", "--exit-zero", "--output-format", "json"]
     return {
         "ruff": [ruff, "check", "--no-cache", "--isolated", "--exit-zero", "--quiet", str(tree)],
         "cold": [*lint, "--no-cache", str(tree)],
         "warm": [*lint, "--cache-dir", str(cache / "warm"), str(tree)],  # warmed by the warm-up round
-        "changed": [*lint, "--cache-dir", str(cache / "changed"), str(tree)],
+        "changed": [*lint, "--cache-dir", str(cache / "changed"), str(changing or tree)],
         "one worker": [*lint, "--no-cache", "--jobs", "1", str(tree)],
     }
 
 
 def measure(name: str, source: Path, scratch: Path, ruff: str, rounds: int) -> None:
     tree = copy_tree(source, scratch / name / "tree")
-    files = list(tree.rglob("*.py"))
-    changed = tree / CHANGED.get(name, "") if name in CHANGED else max(files, key=lambda path: path.stat().st_size)
+    changing = copy_tree(source, scratch / name / "changing")
+    files = list(changing.rglob("*.py"))
+    changed = changing / CHANGED[name] if name in CHANGED else max(files, key=lambda path: path.stat().st_size)
     counter = iter(range(10**6))
     before = {"changed": lambda: changed.write_text(changed.read_text() + f"# round {next(counter)}\n")}
-    timed = side_by_side(commands(ruff, tree, scratch / name), rounds, sample_memory=False, before=before)
+    timed = side_by_side(commands(ruff, tree, scratch / name, changing), rounds, sample_memory=False, before=before)
     memory = side_by_side({key: commands(ruff, tree, scratch / name)[key] for key in ("ruff", "cold")}, 1)
     ruff_s, cold = timed["ruff"].wall, timed["cold"].wall
     # a comment appended to a file changes no finding
-    outputs = [json.loads(out) for key in ("cold", "warm", "changed", "one worker") for out in timed[key].outputs]
+    outputs = [json.loads(_in_tree(out, changing, tree))
+               for key in ("cold", "warm", "changed", "one worker") for out in timed[key].outputs]
     same = all(found == outputs[0] for found in outputs)
     cold_target, warm_target = TARGETS[name]
     print(f"{name}: {len(files)} files, {len(outputs[0])} findings; ruff {ruff_s:.2f} s, check cold {cold:.2f} s")
@@ -85,6 +89,14 @@ def measure(name: str, source: Path, scratch: Path, ruff: str, rounds: int) -> N
     print(f"  {'same findings':<28} {'yes' if same else 'NO'}")
     if name == "torch":
         growth(source, scratch, ruff, rounds)
+
+
+def _in_tree(output: str, copy: Path, tree: Path) -> str:
+    """`output` with the paths of files in `copy` written as those in `tree`, as shown (relative to
+    the current folder when under it, else absolute)."""
+    for shown_copy, shown_tree in ((str(copy), str(tree)), (os.path.relpath(copy), os.path.relpath(tree))):
+        output = output.replace(shown_copy, shown_tree)
+    return output
 
 
 def growth(source: Path, scratch: Path, ruff: str, rounds: int) -> None:

@@ -172,38 +172,38 @@ class ModuleSummary:
         decoded so far, kept once each (a project's summaries repeat `("imp", "torch")` thousands of times)."""
         shared = {} if shared is None else shared
 
-        def _refs(values):
+        def refs(values):
             return _shared_refs(values, shared)
 
         def span(d):
             return Span(**d) if d is not None else None
 
         def source(d):
-            return Source(d["entry"], tuple(d["modes"]), _refs(d["targets"]), span(d["span"]), d["text"],
-                          _refs(d["receivers"]),
+            return Source(d["entry"], tuple(d["modes"]), refs(d["targets"]), span(d["span"]), d["text"],
+                          refs(d["receivers"]),
                           _selection(d.get("selection")), bool(d.get("gradient_step", False)))
 
         def call_site(d):
-            return CallSite(_refs(d["callees"]), tuple(_refs(a) for a in d["args"]),
-                            {k: _refs(v) for k, v in d["keywords"].items()}, span(d["span"]), d["text"],
-                            _refs(d["receiver"]))
+            return CallSite(refs(d["callees"]), tuple(refs(a) for a in d["args"]),
+                            {k: refs(v) for k, v in d["keywords"].items()}, span(d["span"]), d["text"],
+                            refs(d["receiver"]))
 
-        functions = {name: Function(tuple(f["params"]), tuple(f["kwonly"]), _refs(f["calls"]),
+        functions = {name: Function(tuple(f["params"]), tuple(f["kwonly"]), refs(f["calls"]),
                                     [call_site(c) for c in f["call_sites"]], [source(s) for s in f["sources"]],
                                     span(f["returns_region"]), f["returns_api"],
                                     tuple(map(sys.intern, f.get("reads", ()))))
                      for name, f in data["functions"].items()}
-        classes = {name: Class(tuple(_refs(b) for b in c["bases"]), dict(c["methods"]),
-                               {k: _refs(v) for k, v in c["attributes"].items()})
+        classes = {name: Class(tuple(refs(b) for b in c["bases"]), dict(c["methods"]),
+                               {k: refs(v) for k, v in c["attributes"].items()})
                    for name, c in data["classes"].items()}
         regions = [Region(r["function"], r["api"], r["inference"], span(r["span"]), span(r["dual_level"]),
                           r["cut"],
                           r.get("inert", ""), None if r.get("inputs") is None else tuple(r["inputs"]),
                           tuple(r.get("stores", ())),
                           bool(r.get("local_only", False))) for r in data["regions"]]
-        backwards = [BackwardSite(_refs(b["callees"]), b["callee_text"], b["name"], b["assigned_row"],
+        backwards = [BackwardSite(refs(b["callees"]), b["callee_text"], b["name"], b["assigned_row"],
                                   span(b["span"])) for b in data["backwards"]]
-        return cls(functions, classes, {k: _refs(v) for k, v in data["names"].items()}, regions, backwards,
+        return cls(functions, classes, {k: refs(v) for k, v in data["names"].items()}, regions, backwards,
                    list(data["properties"]))
 
 
