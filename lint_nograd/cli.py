@@ -278,18 +278,6 @@ def _gated(jobs: Sequence[Job], errors: list[str], reach: dict):
             yield job, data, codes
 
 
-def check_pending(data: bytes, display_path: str, codes: frozenset[str],
-                  fixes: FixSettings = FixSettings(), torch_version: str | None = None
-                  ) -> tuple[list[Diagnostic], str | None]:
-    """The findings of one file on its own, with their fixes; or the error."""
-    from lint_nograd.fix import rewrite  # the fix layer; it loads libcst only to write a fix
-
-    try:
-        return rewrite.check_with_fixes(data, display_path, codes, fixes, torch_version=torch_version), None
-    except Exception as error:  # a bug checking one file must not stop the others
-        return [], f"failed to check {display_path}: internal error: {type(error).__name__}: {error}"
-
-
 def fix_pending(data: bytes, display_path: str, codes: frozenset[str], reach: dict | None,
                 fixes: FixSettings = FixSettings(), torch_version: str | None = None):
     """(new bytes, the findings left in them, the `FixResult`), or the error for this file."""

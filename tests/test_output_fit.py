@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_sources import FIXABLE
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SOURCE_LINE = re.compile(r"^ *\d+ \| ")  # `12 | code`: the source, shown whole
@@ -189,21 +190,6 @@ def test_fix_diff_of_a_notebook_is_a_diff_of_each_changed_cell(tmp_path):
     assert apply_cell_diffs(done.stdout, before) == after
     assert sorted(int(number) for number in headers) == [
         number for number, (old, new) in enumerate(zip(before, after), 1) if old != new]
-
-
-FIXABLE = """\
-import torch
-from torch.func import jacfwd
-
-
-def f(x):
-    with torch.no_grad():
-        s = x.mean()
-    return x - s
-
-
-jacfwd(f)
-"""
 
 
 def test_diffs_are_coloured_on_a_terminal_unless_no_color(tmp_path):

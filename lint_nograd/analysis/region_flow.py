@@ -194,16 +194,6 @@ def _is_docstring_or_pass(statement: ast.stmt) -> bool:
         isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant))
 
 
-def _bound_in(statements: list[ast.stmt]) -> set[str]:
-    """The names the region's statements bind (plain assignments), read afterwards in the region."""
-    names = set()
-    for statement in statements:
-        for node in ast.walk(statement):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                names.add(node.id)
-    return names
-
-
 def _reads_only_constants(model: SemanticModel, node: ast.AST, scope: Scope, found: dict, depth: int) -> bool:
     """Whether one node reads only constants and parameters of the function (added to `found`), and
     touches no autograd state (grad mode, `requires_grad`, a parameter made, an in-place change)."""

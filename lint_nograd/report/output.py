@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from lint_nograd import __version__
 from lint_nograd.report.diagnostics import Diagnostic, Edit, Fix, Related
@@ -463,8 +464,6 @@ def _artifact(path: str, source_root: Path | None) -> dict[str, str]:
 def _uri(path: str) -> str:
     if Path(path).is_absolute():
         return Path(path).as_uri()
-    from urllib.parse import quote
-
     return quote(Path(path).as_posix(), safe="/", errors="surrogateescape")
 
 
