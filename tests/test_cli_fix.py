@@ -312,7 +312,7 @@ def test_fix_takes_out_the_noqa_codes_the_project_check_finds_unused(tmp_path, m
     model = (project / "pkg" / "model.py").read_text()
     assert cli.main(["fix", "--no-cache", "--extend-select", "NG100", "--show-fixes", "pkg/train.py"]) == 1
     err = capsys.readouterr().err
-    assert "pkg/train.py:10: NG100 (unused-noqa)" in err and "pkg/train.py:6" not in err
+    assert "pkg/train.py:11: NG100 (unused-noqa)" in err and "pkg/train.py:7" not in err
     train = (project / "pkg" / "train.py").read_text()
     assert "traced = symbolic_trace(loss)  # noqa: NG005\n" in train  # used: loss is not given
     assert "plain = jacrev(stale)\n" in train

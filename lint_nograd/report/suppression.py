@@ -69,6 +69,12 @@ def unsuppressed(diagnostics: Iterable[Diagnostic], lines: list[str], keep: bool
     return kept
 
 
+def silences(lines: list[str], row: int, code: str) -> bool:
+    """Whether a directive of the file with these lines silences a finding of `code` on `row`."""
+    probe = Diagnostic(code, "", "", row, 1, row, 1, "error", lines[row - 1] if row <= len(lines) else "")
+    return not unsuppressed([probe], lines)
+
+
 # -- NG100 unused-noqa --------------------------------------------------------------------------------
 
 _CANDIDATE = re.compile(r"^Unused `noqa` directive: no `(?P<code>[A-Z]+[0-9]+)` finding on this line$")

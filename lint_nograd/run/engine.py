@@ -53,7 +53,11 @@ class ParsedFile:
     @functools.cached_property
     def lines(self) -> list[str]:
         """The lines as Python counts them; needed only when there is something to report."""
-        return _LINE_BREAK.split(self.text) if "\r" in self.text else self.text.split("\n")
+        return text_lines(self.text)
+
+
+def text_lines(text: str) -> list[str]:
+    return _LINE_BREAK.split(text) if "\r" in text else text.split("\n")
 
 
 class ParseError(Exception):
@@ -215,9 +219,11 @@ Linked = tuple[Optional[int], Diagnostic]  # a finding linking gives a file, and
 
 
 def linked(project: Project, module: str, given: frozenset[str], codes: frozenset[str],
-           display_path: str, torch_version: str | None = None, whole_project: bool = True) -> list[Linked]:
+           display_path: str, torch_version: str | None = None, whole_project: bool = True,
+           lines_of: Callable[[str], Optional[list[str]]] | None = None) -> list[Linked]:
     """The findings linking gives one file: its regions that transforms or tracers reach; regions of
-    modules not `given` whose reaching call is here; backward through what another function returns.
+    modules not `given` whose reaching call is here, unless a directive of the region's file silences
+    the region (`lines_of`: a module's lines); backward through what another function returns.
     Without fixes or suppressions yet: `finish` adds them, with the file's text."""
     summary = project.summary(module)
     if summary is None:
@@ -238,6 +244,10 @@ def linked(project: Project, module: str, given: frozenset[str], codes: frozense
         # one problem, one code: a call is told of a region in the mode that is the region's worst
         if finding is None or finding.code != region_code(region, project.reach_of(region_module, region), release,
                                                           cannot_matter):
+            continue
+        # silenced where it is, as `check .` silences it: the call is not told either
+        region_lines = lines_of(region_module) if lines_of is not None else None
+        if region_lines is not None and suppression.silences(region_lines, region.span.row, finding.code):
             continue
         reacher = finding.reacher
         at_module, span, text = reacher.via or (reacher.module, reacher.span, reacher.text)

@@ -108,6 +108,7 @@ class Run:
         self._ahead: dict[Path, tuple] = {}  # facts made before linking asks for them, and their summary if read
         self._words: dict[Path, frozenset[bytes]] = {}  # the words of the files looked into for names
         self._shared: dict = {}  # the refs of the summaries read from the cache, kept once each
+        self._lines: dict[str, list[str] | None] = {}  # of the modules whose directives were looked at
 
     def _add(self, path: Path, shown: str, roots: Sequence[Path]) -> ProjectFile:
         if path not in self.files:
@@ -380,6 +381,17 @@ class Run:
             mentions[key] = any(name.encode() in words for name in key.split(","))
         return mentions[key]
 
+    def lines_of(self, module: str) -> list[str] | None:
+        """The lines of a module's file, read once, for its `# noqa` directives (None: unreadable)."""
+        if module not in self._lines:
+            file = self.by_module.get(module)
+            try:
+                self._lines[module] = None if file is None or file.shown.endswith(".ipynb") else \
+                    engine.text_lines(engine.decode(_source(file.path, file.job))[0])
+            except (OSError, engine.ParseError):
+                self._lines[module] = None
+        return self._lines[module]
+
     # -- stage 4: finished findings -----------------------------------------------------------------
 
     def finish(self, project: Project, fixes: Fixes | None) -> None:
@@ -392,7 +404,7 @@ class Run:
             if self.by_module.get(file.module) is not file:
                 continue  # a second file of the same module name: linked as the first one
             found = self.found[file.path] = engine.linked(project, file.module, given, file.job.codes, file.shown,
-                                                          file.job.release)
+                                                          file.job.release, lines_of=self.lines_of)
             if not found:
                 continue
             key = _link_key(file.job, found, fixes)
