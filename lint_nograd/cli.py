@@ -480,7 +480,8 @@ def run_fix(options: argparse.Namespace) -> int:
     fixed: list[tuple[str, object]] = []  # (display path, FixedRegion)
     imports: dict[str, set[str]] = {}  # import statement -> the files it was added to
     fixed_files = 0
-    echoed = False  # whether standard input's source went back to standard output
+    in_memory = bool(options.diff or options.stdin_filename)  # nothing is written: the fixed bytes are kept
+    kept: dict[Path, tuple[bytes, bytes]] = {}  # in memory: the bytes read and fixed, of each file gated in
     workers = min(_workers(options), len(plan.jobs)) if len(plan.jobs) > PARALLEL_MIN_FILES else 1
     with Workers(workers) as pool:
         pending = [(job, data, pool.submit(fix_pending, data, job.display_path, codes, reach.get(job.path),
@@ -494,14 +495,10 @@ def run_fix(options: argparse.Namespace) -> int:
                 continue
             new, left, done = outcome
             remaining += left
-            if options.stdin_filename:  # the fixed source goes to standard output, the rest to stderr
-                sys.stdout.buffer.write(new)
-                sys.stdout.flush()
-                echoed = True
+            if in_memory:
+                kept[job.path] = data, new
             elif new == data:
                 continue
-            elif options.diff:
-                _write(sys.stdout, output.diff(job.display_path, data, new, _use_color(options.color, sys.stdout)))
             else:
                 try:
                     replace_file(job.path, new, data, job.display_path)
@@ -513,26 +510,36 @@ def run_fix(options: argparse.Namespace) -> int:
                 fixed += [(job.display_path, region) for region in done.regions]
                 for statement in done.imports:
                     imports.setdefault(statement, set()).add(job.display_path)
-    if options.stdin_filename and not echoed and plan.stdin is not None:
-        # nothing to fix, an excluded name, or an error: standard input comes back as it was (as ruff does)
-        sys.stdout.buffer.write(plan.stdin)
-        sys.stdout.flush()
-    if not options.diff and not options.stdin_filename:  # what remains, as the whole project shows it
+    # what remains, as the whole project shows it; an unused `# noqa` is a fact of the whole project:
+    # its removal is applied from the project's check, to the files written or to the bytes kept
+    if not in_memory or any(suppression.UNUSED_NOQA in job.codes for job in plan.jobs):
         remaining = []
         for project, cache in projects:
-            outcome = runner.check(project.jobs, project.project_files, project.import_roots, _workers(options),
+            jobs = [replace(job, data=kept[job.path][1]) if job.path in kept else job for job in project.jobs]
+            outcome = runner.check(jobs, project.project_files, project.import_roots, _workers(options),
                                    cache, Fixer(project.fixes))
             _warn_about_cache(options, cache)
-            # an unused `# noqa` is a fact of the whole project: its removal is applied from the project's check
-            removed = _remove_unused_noqa(project, outcome.diagnostics, errors)
+            removed, rewritten = _remove_unused_noqa(project, jobs, outcome.diagnostics, errors, write=not in_memory)
             if removed:
+                kept.update({path: (kept[path][0], new) for path, new in rewritten.items() if path in kept})
                 fixed_files += len({path for path, _ in removed} - {path for path, _ in fixed})
                 fixed += removed
                 errors += outcome.errors
-                outcome = runner.check(project.jobs, project.project_files, project.import_roots, _workers(options),
+                jobs = [replace(job, data=kept[job.path][1]) if job.path in kept else job for job in project.jobs]
+                outcome = runner.check(jobs, project.project_files, project.import_roots, _workers(options),
                                        cache, Fixer(project.fixes))
             remaining += outcome.diagnostics
             errors += outcome.errors
+    if options.stdin_filename:  # the fixed source goes to standard output, the rest to stderr
+        # nothing to fix, an excluded name, or an error: standard input comes back as it was (as ruff does)
+        sys.stdout.buffer.write(next(iter(kept.values()))[1] if kept else plan.stdin or b"")
+        sys.stdout.flush()
+    elif options.diff:
+        color = _use_color(options.color, sys.stdout)
+        for job in plan.jobs:
+            data, new = kept.get(job.path, (b"", b""))
+            if new != data:
+                _write(sys.stdout, output.diff(job.display_path, data, new, color))
     remaining.sort(key=lambda d: d.sort_key)
     text_format = options.output_format in output.TEXT_FORMATS
     if text_format and fixed_files and not options.quiet:
@@ -547,42 +554,41 @@ def run_fix(options: argparse.Namespace) -> int:
                    plan.fixes.unsafe_fixes, plan.root, plan.exit_on_note)
 
 
-def _remove_unused_noqa(plan: Plan, diagnostics: list[Diagnostic], errors: list[str]) -> list[tuple[str, object]]:
-    """Apply the fixes of NG100 findings (unused `# noqa` codes) the project's check gives, in `.py`
-    files; (display path, FixedRegion) for each. Each file is written in one step."""
-    from lint_nograd.fix.rewrite import FixedRegion, apply_edits
-    from lint_nograd.run.engine import ParseError, parse
+def _remove_unused_noqa(plan: Plan, jobs: list[Job], diagnostics: list[Diagnostic], errors: list[str],
+                       write: bool = True) -> tuple[list[tuple[str, object]], dict[Path, bytes]]:
+    """Apply the fixes of NG100 findings (unused `# noqa` codes) the project's check of `jobs` gives:
+    (display path, FixedRegion) for each, and the new bytes of each file changed. Each file is
+    written in one step (`write`), or only kept."""
+    from lint_nograd.fix.noqa import NoqaError, remove_unused
+    from lint_nograd.fix.rewrite import FixedRegion
 
     by_path: dict[str, list[Diagnostic]] = {}
     for diagnostic in diagnostics:
-        if diagnostic.code == "NG100" and diagnostic.fix is not None and diagnostic.cell is None \
+        if diagnostic.code == "NG100" and diagnostic.fix is not None \
                 and plan.fixes.applies(diagnostic.fix.applicability):
             by_path.setdefault(diagnostic.path, []).append(diagnostic)
-    jobs = {job.display_path: job for job in plan.jobs if job.data is None}
+    by_shown = {job.display_path: job for job in jobs if write is (job.data is None)}
     removed: list[tuple[str, object]] = []
+    rewritten: dict[Path, bytes] = {}
     for shown, found in sorted(by_path.items()):
-        job = jobs.get(shown)
+        job = by_shown.get(shown)
         if job is None:
             continue
         try:
-            data = read_regular_file(job.path)
-            parsed = parse(data)
-            unused: dict[int, set[str]] = {}  # row -> the codes its directive names in vain
-            for diagnostic in found:
-                unused.setdefault(diagnostic.row, set()).add(suppression.unused_code(diagnostic))
-            text = apply_edits(parsed.text, [suppression.removal(parsed.lines, row, codes)[0]
-                                             for row, codes in unused.items()])
-            new = text.encode(parsed.encoding)
-            parse(new)  # never write what does not parse
-            replace_file(job.path, new, data, shown)
-        except (OSError, ParseError, UnicodeError) as error:
+            data = job.data if job.data is not None else read_regular_file(job.path)
+            new = remove_unused(data, found, notebook=shown.endswith(".ipynb"))
+            if write:
+                replace_file(job.path, new, data, shown)
+        except (OSError, NoqaError, NotebookError) as error:
             errors.append(f"cannot remove unused noqa directives from {shown}: {error}")
             continue
         except WriteError as error:
             errors.append(str(error))
             continue
-        removed += [(shown, FixedRegion(row, "NG100")) for row in sorted(unused)]
-    return removed
+        rewritten[job.path] = new
+        removed += [(shown, FixedRegion(row, "NG100", cell)) for cell, row in sorted({(d.cell, d.row) for d in found},
+                                                                                        key=lambda w: (w[0] or 0, w[1]))]
+    return removed, rewritten
 
 
 def _finish(options: argparse.Namespace, diagnostics: list[Diagnostic], errors: list[str],

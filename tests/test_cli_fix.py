@@ -1,6 +1,8 @@
 """`lint-nograd fix` end to end: what it writes, what it leaves alone, and its exit status."""
 from __future__ import annotations
 
+import io
+import json
 import shutil
 import stat
 import subprocess
@@ -8,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_sources import FIXABLE, NOT_FIXABLE
+from cli_sources import CLEAN, FIXABLE, NOT_FIXABLE
 from lint_nograd import cli
 
 FIXED = """\
@@ -35,6 +37,12 @@ def project(tmp_path, monkeypatch):
 
 def fix(capsys, *args: str) -> tuple[int, str, str]:
     status = cli.main(["fix", "--output-format", "concise", *args])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def check(capsys, *args: str) -> tuple[int, str, str]:
+    status = cli.main(["check", "--no-cache", "--output-format", "concise", *args])
     out, err = capsys.readouterr()
     return status, out, err
 
@@ -319,3 +327,49 @@ def test_fix_takes_out_the_noqa_codes_the_project_check_finds_unused(tmp_path, m
     assert (project / "pkg" / "model.py").read_text() == model  # not given: not written
     cli.main(["check", "--no-cache", "--extend-select", "NG100", "--output-format", "concise", "pkg/train.py"])
     assert "NG100" not in capsys.readouterr().out
+
+
+STALE = CLEAN.replace("torch.ones(3)\n", "torch.ones(3)  # noqa: NG004\n")  # a directive that silences nothing
+
+
+def as_notebook(source: str) -> str:
+    cell = {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+            "source": source.splitlines(keepends=True)}
+    return json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1) + "\n"
+
+
+@pytest.mark.parametrize("name", ["m.py", "nb.ipynb"])
+@pytest.mark.parametrize("way", ["fix", "--diff", "stdin"])
+def test_every_way_of_fixing_takes_out_what_ng100_finds(project, capsys, monkeypatch, way, name):
+    """What `check` marks fixable, `fix` fixes: written, shown as a diff (exit 1, as ruff's), or
+    printed back from standard input; in a Python file and in a notebook's cell alike."""
+    source = as_notebook(STALE) if name.endswith(".ipynb") else STALE
+    fixed = as_notebook(CLEAN) if name.endswith(".ipynb") else CLEAN
+    (project / name).write_text(source)
+    status, out, _ = check(capsys, "--extend-select", "NG100", name)
+    assert status == 1 and " NG100 [*] " in out
+    args = ["--no-cache", "--extend-select", "NG100"]
+    if way == "stdin":
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(source.encode())))
+        status, out, err = fix(capsys, *args, "--stdin-filename", name, "-")
+        assert (status, out) == (0, fixed) and "Fixed 1 unused noqa directive in 1 file." in err
+    elif way == "--diff":
+        status, out, err = fix(capsys, *args, "--diff", name)
+        assert status == 1 and "-x = torch.ones(3)  # noqa: NG004" in out and "+x = torch.ones(3)" in out
+        assert err == "Would fix 1 unused noqa directive in 1 file.\n"
+    else:
+        assert fix(capsys, *args, name)[0] == 0
+        source = fixed
+    assert (project / name).read_text() == source
+    assert check(capsys, "--extend-select", "NG100", name)[0] == (1 if way != "fix" else 0)
+
+
+def test_the_diff_takes_out_only_the_codes_the_project_check_finds_unused(tmp_path, monkeypatch, capsys):
+    """As `fix` writes it (above): a directive that a finding linking gives stays in the diff."""
+    project = tmp_path / "one_finding"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "projects" / "one_finding", project)
+    monkeypatch.chdir(project)
+    status, out, _ = fix(capsys, "--no-cache", "--extend-select", "NG100", "--diff", "pkg/train.py")
+    assert status == 1
+    assert [line for line in out.splitlines() if line[:1] in "+-" and line[:3] not in ("---", "+++")] == [
+        "-plain = jacrev(stale)  # noqa: NG006", "+plain = jacrev(stale)"]

@@ -1,4 +1,5 @@
-"""`check --add-noqa`: a `# noqa: NG001` comment at the end of every line with a finding, as ruff adds them.
+"""`check --add-noqa`: a `# noqa: NG001` comment at the end of every line with a finding, as ruff adds them;
+and NG100's fix, which takes out the codes a directive names in vain.
 
 The codes join an existing `# noqa: E501` list; another comment stays where it is and the
 directive follows it. A line whose end lies inside a string or after a backslash cannot take a
@@ -12,9 +13,10 @@ import re
 import tokenize
 from collections.abc import Sequence
 
+from lint_nograd.fix.rewrite import apply_edits
 from lint_nograd.report.diagnostics import Diagnostic
-from lint_nograd.report.suppression import LINE_NOQA
-from lint_nograd.run.engine import ParseError, decode
+from lint_nograd.report.suppression import LINE_NOQA, removal, unused_code
+from lint_nograd.run.engine import ParseError, decode, text_lines
 from lint_nograd.run.notebook import Notebook, NotebookError
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # what Python's tokenizer counts as a new line
@@ -29,14 +31,46 @@ def add_noqa(data: bytes, diagnostics: Sequence[Diagnostic], notebook: bool = Fa
     In a notebook, a finding's `cell` and `row` name the line."""
     if notebook:
         return _add_to_notebook(data, diagnostics)
+    text, encoding = _decoded(data)
+    new, count = add_to_text(text, _codes_by_row(diagnostics, lambda d: d.row))
+    return new.encode(encoding), count
+
+
+def remove_unused(data: bytes, diagnostics: Sequence[Diagnostic], notebook: bool = False) -> bytes:
+    """The file's bytes without the codes its NG100 findings say its directives name in vain (a
+    directive left with none goes). In a notebook, a finding's `cell` and `row` name the line."""
+    if not notebook:
+        text, encoding = _decoded(data)
+        return _remove_from_text(text, _codes_by_row(diagnostics, lambda d: d.row, unused_code)).encode(encoding)
+    notebook = Notebook.read(data)
+    row_of = {where: row for row, where in enumerate(notebook.cell_of_row, 1)}  # (cell, row in cell) -> row
+    new = _remove_from_text(notebook.source, _codes_by_row(diagnostics, lambda d: row_of.get((d.cell, d.row)),
+                                                           unused_code))
+    if new == notebook.source:
+        return data
+    if not notebook.layout_is_kept():
+        raise NotebookError("cannot write the notebook back in its own JSON layout; left as it is")
+    return notebook.with_source(new)
+
+
+def _remove_from_text(text: str, codes_by_row: dict[int, set[str]]) -> str:
+    lines = text_lines(text)
+    new = apply_edits(text, [removal(lines, row, codes)[0] for row, codes in sorted(codes_by_row.items())])
+    try:
+        ast.parse(new)
+    except SyntaxError:  # a bug of ours: better no change than a broken file
+        raise NoqaError("removing the directives would break its syntax") from None
+    return new
+
+
+def _decoded(data: bytes) -> tuple[str, str]:
     try:
         text, encoding = decode(data)
         if text.encode(encoding) != data:  # not so under `coding: unicode_escape`, say
             raise NoqaError("its bytes would not come back from its encoding")
     except (ParseError, LookupError, UnicodeError) as error:
         raise NoqaError(f"cannot decode it: {error}") from None
-    new, count = add_to_text(text, _codes_by_row(diagnostics, lambda d: d.row))
-    return new.encode(encoding), count
+    return text, encoding
 
 
 def _add_to_notebook(data: bytes, diagnostics: Sequence[Diagnostic]) -> tuple[bytes, int]:
@@ -50,12 +84,12 @@ def _add_to_notebook(data: bytes, diagnostics: Sequence[Diagnostic]) -> tuple[by
     return notebook.with_source(new), count
 
 
-def _codes_by_row(diagnostics: Sequence[Diagnostic], row_of) -> dict[int, set[str]]:
+def _codes_by_row(diagnostics: Sequence[Diagnostic], row_of, code_of=lambda d: d.code) -> dict[int, set[str]]:
     rows: dict[int, set[str]] = {}
     for diagnostic in diagnostics:
         row = row_of(diagnostic)
         if row is not None:
-            rows.setdefault(row, set()).add(diagnostic.code)
+            rows.setdefault(row, set()).add(code_of(diagnostic))
     return rows
 
 
