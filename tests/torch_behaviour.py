@@ -12,7 +12,7 @@ import warnings
 
 import torch
 import torch.func
-from lint_nograd.analysis.releases import TRANSFORMS, Behaviour
+from lint_nograd.analysis.releases import FUNCTIONAL, TRANSFORMS, Behaviour
 from torch.fx.experimental.proxy_tensor import make_fx
 
 X = torch.tensor(1.5, dtype=torch.float64)
@@ -45,6 +45,29 @@ def outcome(transform: str, region) -> str:
         with region():
             got = derivative(torch.func, transform, cube)(X)
     except Exception:  # noqa: BLE001  RuntimeError, or AttributeError from linearize on 2.4
+        return "raises"
+    if torch.allclose(got, expected):
+        return "correct"
+    return "zeros" if torch.count_nonzero(got) == 0 else f"wrong: {got.item()}"
+
+
+def functional_outcome(name: str) -> str:
+    """What `torch.autograd.functional.<name>` of x**3 gives at 1.5 inside `inference_mode()`, with
+    `enable_grad()` around the call as a helper decorated with it has."""
+    functional, ones = torch.autograd.functional, torch.ones_like(X)
+    call = {
+        "jacobian": lambda: functional.jacobian(cube, X),
+        "hessian": lambda: functional.hessian(cube, X),
+        "vjp": lambda: functional.vjp(cube, X, ones)[1],
+        "jvp": lambda: functional.jvp(cube, X, ones)[1],
+        "vhp": lambda: functional.vhp(cube, X, ones)[1],
+        "hvp": lambda: functional.hvp(cube, X, ones)[1],
+    }[name]
+    expected = 6 * X if name in ("hessian", "vhp", "hvp") else 3 * X**2
+    try:
+        with torch.inference_mode(), torch.enable_grad():
+            got = call()
+    except Exception:  # noqa: BLE001  any error
         return "raises"
     if torch.allclose(got, expected):
         return "correct"
@@ -143,6 +166,7 @@ def _measure() -> dict:
         "keeps_region": {tracer: tracer_keeps_region(tracer) for tracer in Behaviour.TRACERS},
         "make_fx_keeps_detach": keeps_cut(make_fx(centered_by_detach)(XV), centered_by_detach),
         "compiles_func_transform": {t: compiles(t) for t in TRANSFORMS},
+        "functional_inference_mode": {name: functional_outcome(name) for name in FUNCTIONAL},
         "set_grad_enabled_decorator": decorator_scope(),
     }
 

@@ -94,6 +94,7 @@ class TransformApplication:
     applied_at: ast.Call  # the call that runs it: `grad(f)(x)`, or `vjp(f, x)` itself
     state: GradState
     alias: Optional[str] = None  # `df` when it runs as `df(x)` after `df = grad(f)`
+    functional: bool = False  # torch.autograd.functional's (`jacobian`), not torch.func's
 
     @property
     def reported_node(self) -> ast.Call:
@@ -722,9 +723,14 @@ class _FrameWalker(TableVisitor):
         return None
 
     def visit_Call(self, node: ast.Call) -> None:
-        transform = torch_names.transform_name(self.qualified_names(node.func))
+        names = self.qualified_names(node.func)
+        transform = torch_names.transform_name(names)
         if transform in torch_names.IMMEDIATE_TRANSFORMS:
             self.model.applications.append(TransformApplication(transform, node, node, self._frame.state))
+        functional = torch_names.functional_name(names)
+        if functional:
+            self.model.applications.append(TransformApplication(functional, node, node, self._frame.state,
+                                                                functional=True))
         applied = self._applied_transform(node.func, node)
         if applied is not None:
             self.model.applications.append(applied)

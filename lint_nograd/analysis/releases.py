@@ -19,12 +19,14 @@ from types import MappingProxyType
 from typing import ClassVar, Literal, Mapping
 
 __all__ = [
-    "Behaviour", "RELEASES", "SUPPORTED", "TESTED", "TRANSFORMS", "assumed_row", "behaviour",
+    "FUNCTIONAL", "Behaviour", "RELEASES", "SUPPORTED", "TESTED", "TRANSFORMS", "assumed_row", "behaviour",
     "default_target", "installed_torch", "parse_version", "target", "until",
 ]  # fmt: skip
 
 TRANSFORMS = ("grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "linearize")
 FORWARD_MODE = ("jvp", "jacfwd", "hessian", "linearize")
+# torch.autograd.functional's entry points: reverse mode built on torch.autograd.grad, no level of their own
+FUNCTIONAL = ("jacobian", "hessian", "vjp", "jvp", "vhp", "hvp")
 
 Outcome = Literal["correct", "zeros", "raises"]
 """What a transform of x**3 gives when called inside a region: the derivative, zeros or an error."""
@@ -58,6 +60,10 @@ class Behaviour:
     compiles_func_transform: Mapping[str, bool] = field(default_factory=dict)
     """transform -> whether `torch.compile(torch.func.<transform>(f), fullgraph=True)` runs
     for an `f` holding a `no_grad` region."""
+    functional_inference_mode: Mapping[str, Outcome] = field(default_factory=dict)
+    """function -> what `torch.autograd.functional.<function>` gives inside `inference_mode()`, also
+    with `enable_grad()` around the call: it opens no level and never leaves inference mode, so
+    every input is an inference tensor that requires no grad and the derivative is zeros."""
     set_grad_enabled_decorator: Literal["function", "global"] = "function"
     """`@torch.set_grad_enabled(False)` on a def: grad off inside the function, or from the
     definition on, for the whole program."""
@@ -87,6 +93,10 @@ _AFTER_FIX = _each(  # inference_mode is left on entry (2.12.0), but not by line
 )
 
 
+# measured on 2.5.1, 2.13.0, 2.14.1 and 2.15.0; the earlier rows share the implementation
+_FUNCTIONAL_ZEROS = MappingProxyType(dict.fromkeys(FUNCTIONAL, "zeros"))
+
+
 def _compiles(*failing: str) -> Mapping[str, bool]:
     # torch.func.linearize is never traced by Dynamo (disallow_in_graph)
     return MappingProxyType({t: t not in failing and t != "linearize" for t in TRANSFORMS})
@@ -103,6 +113,7 @@ _2_1 = Behaviour(
     keeps_region=MappingProxyType({**_DROP_REGIONS, "export": False}),
     make_fx_keeps_detach=True,
     compiles_func_transform=_compiles(*TRANSFORMS),  # capture of func transforms is off
+    functional_inference_mode=_FUNCTIONAL_ZEROS,
     set_grad_enabled_decorator="global",
 )
 # each row below says what changed since the row above it

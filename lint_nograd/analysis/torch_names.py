@@ -29,6 +29,10 @@ AD_TRANSFORMS = REVERSE_MODE | FORWARD_MODE
 IMMEDIATE_TRANSFORMS = frozenset({"vjp", "jvp", "linearize"})
 _TRANSFORM_PREFIXES = ("torch.func.", "functorch.", "torch._functorch.")
 
+# torch.autograd.functional's entry points, by their last name (no `torch.func` counterpart shares its semantics).
+FUNCTIONAL = frozenset({"jacobian", "hessian", "vjp", "jvp", "vhp", "hvp"})
+_FUNCTIONAL_PREFIX = "torch.autograd.functional."
+
 VMAP = frozenset({"torch.vmap", "torch.func.vmap", "functorch.vmap", "torch._functorch.apis.vmap"})
 
 # Tracers that drop grad-mode changes from the graph they record (pytorch issue 62043).
@@ -53,6 +57,14 @@ def transform_name(qualified_names: frozenset[str]) -> str | None:
     return None
 
 
+def functional_name(qualified_names: frozenset[str]) -> str | None:
+    """`jacobian` for `torch.autograd.functional.jacobian`."""
+    for name in qualified_names:
+        if name.startswith(_FUNCTIONAL_PREFIX) and name[len(_FUNCTIONAL_PREFIX):] in FUNCTIONAL:
+            return name[len(_FUNCTIONAL_PREFIX):]
+    return None
+
+
 # The words a file must use for each rule to be possible in it: every spelling the semantic model
 # resolves (aliases and star imports included) uses one of these words somewhere (see `_uses`).
 _FAMILIES = {
@@ -66,7 +78,7 @@ _FAMILIES = {
     "autograd": ("grad", "backward"),  # torch.autograd.grad(...), torch.autograd.backward(...)
 }
 _RULE_NEEDS = {  # a rule is possible when one of its families of words is used in the text
-    "NG001": ("transform",), "NG002": ("transform",), "NG003": ("backward", "autograd"),
+    "NG001": ("transform",), "NG002": ("transform", "functional"), "NG003": ("backward", "autograd"),
     "NG004": ("transform", "functional", "dual"), "NG005": ("tracer", "make_fx", "fx_based"),
     "NG006": ("transform", "functional"),
 }

@@ -23,16 +23,31 @@ HELP_NO_GRAD_WRONG = ("On this release the transform does not compute the deriva
 HELP_INFERENCE = ("Before torch 2.12 a transform does not leave inference mode (pytorch issue 177318): "
                   "`grad`, `vjp`, `jvp`, `jacrev` return zeros, `jacfwd` and `hessian` raise; `linearize` "
                   "still returns zeros. Call the transform outside the region.")
+HELP_FUNCTIONAL = ("`torch.autograd.functional` opens no autograd level and never leaves inference mode, not even "
+                   "under `enable_grad()`: every input is an inference tensor, so it returns zeros on every release. "
+                   "Call it outside the region.")
 _WRONG = {"zeros": "returns zeros", "raises": "raises"}
+
+
+def inference_outcome(transform: str, functional: bool, release: Behaviour, torch_version: str):
+    """What a transform gives called under inference_mode on a release: the outcome, the help, and
+    (outcome, release) of the last older release where it differed, if any."""
+    if functional:
+        outcome = release.functional_inference_mode.get(transform, "zeros")
+        return outcome, HELP_FUNCTIONAL, until(torch_version, lambda row: row.functional_inference_mode.get(transform))
+    outcome = release.outer_inference_mode.get(transform, "zeros")
+    return outcome, HELP_INFERENCE, until(torch_version, lambda row: row.outer_inference_mode.get(transform))
 
 
 def check(model: SemanticModel, codes: frozenset[str], release: Behaviour, torch_version: str) -> Iterator[Finding]:
     for application in model.applications:
         state = application.state
         if state.inference and state.inference_region:
-            region, code, help = state.inference_region, "NG002", HELP_INFERENCE
-            outcome = release.outer_inference_mode.get(application.transform, "zeros")
-            history = until(torch_version, lambda row: row.outer_inference_mode.get(application.transform))
+            region, code = state.inference_region, "NG002"
+            outcome, help, history = inference_outcome(application.transform, application.functional, release,
+                                                       torch_version)
+        elif application.functional:
+            continue  # it opens no level: under no_grad it computes what it computes outside, without a graph
         elif state.grad_enabled is False and state.grad_region:
             region, code = state.grad_region, "NG001"
             outcome = release.outer_no_grad.get(application.transform, "correct")

@@ -21,11 +21,13 @@ from lint_nograd.analysis import entry_points
 from lint_nograd.analysis.entry_points import DROPS, FORWARD, REVERSE
 from lint_nograd.project.summary import (
     MODULE_BODY,
+    Applied,
     BackwardSite,
     Function,
     ModuleSummary,
     Ref,
     Region,
+    RegionCall,
     Source,
     Span,
     constant_params,
@@ -50,6 +52,17 @@ class Reacher:
     text: str  # `jacfwd(loss)`
     through: Optional[FunctionKey] = None  # the first function of the chain, when reached transitively
     via: Optional[tuple[str, Span, str]] = None  # (module, span, text): the call of the helper that passed it on
+
+
+@dataclass(frozen=True)
+class RunInRegion:
+    """A transform that runs in a region's mode because a call in the region leads to it: NG001
+    under no_grad, NG002 under inference_mode."""
+
+    call: RegionCall  # the call in the region
+    module: str  # of the function applying the transform
+    applied: Applied
+    chain: tuple[FunctionKey, ...]  # the functions from the one called to the one applying it
 
 
 @dataclass
@@ -99,10 +112,13 @@ class Project:
 
     def __init__(self, modules: dict[str, ModuleEntry],
                  load: Callable[[ModuleEntry], Optional[ModuleSummary]] | None = None,
-                 leads: Optional[set[str]] = None, transforms: Optional[set[str]] = None):
+                 leads: Optional[set[str]] = None, transforms: Optional[set[str]] = None,
+                 toward_transforms: Optional[set[str]] = None):
         self.modules = modules
         self._load = load
         self._leads, self._transforms = leads, transforms
+        self._toward_transforms = toward_transforms  # the modules whose imports lead to one applying a transform
+        self._applied_below: dict[tuple[FunctionKey, bool], tuple] = {}
         self._permissive = 0  # 1 while learning what a helper transforms; 2 while following a chain
         self._refused = 0  # loads refused so far: a resolution that met one is not remembered
         self._resolved: dict[tuple[str, Ref], tuple[Value, ...]] = {}
@@ -518,6 +534,52 @@ class Project:
                     found += self._member(value[1], value[2], "__init__", True, set())
         return found
 
+    # -- the call graph ------------------------------------------------------------------------------
+
+    def call_graph(self) -> dict[FunctionKey, list[FunctionKey]]:
+        """What every function of the loaded modules may call (`callees`), the modules it leads
+        into loaded too."""
+        graph: dict[FunctionKey, list[FunctionKey]] = {}
+        self._following = True  # what attributes hold is looked for in every call that passes it
+        try:
+            while len(graph) < sum(len(self.summary(module).functions) for module in self.loaded()):
+                for module in sorted(self.loaded()):
+                    for name in self.summary(module).functions:
+                        if (module, name) not in graph:
+                            graph[(module, name)] = self.callees((module, name))
+        finally:
+            self._following = False
+        return graph
+
+    def callees(self, key: FunctionKey) -> list[FunctionKey]:
+        """The functions running `key` may call, as reach resolves them: what its calls run (calling
+        a class runs its `__init__`; calling a parameter, what the calls of the loaded modules pass
+        to it), and what the transforms and tracers it applies run."""
+        function = self.function(key)
+        if function is None:
+            return []
+        found: dict[FunctionKey, None] = {}
+        for ref in chain(function.calls, (target for source in function.sources for target in source.targets)):
+            for value in self.resolve(key[0], ref):
+                for callee in self._called(value, set()):
+                    found[(callee[1], callee[2])] = None
+        return list(found)
+
+    def _called(self, value: Value, seen: set) -> Iterator[Value]:
+        kind = value[0]
+        if kind == "P":
+            if value not in seen:  # a parameter passed on to itself, or two that pass each other
+                seen.add(value)
+                for passed in self.passed(value[1], value[2], value[3]):
+                    yield from self._called(passed, seen)
+        elif kind == "C":
+            for init in self._member(value[1], value[2], "__init__", True, set()):
+                yield from self.runs(init)
+        elif kind == "W" or kind == "B":
+            yield from self._called(value[1], seen)
+        else:
+            yield from self.runs(value)
+
     def parameter(self, key: tuple[str, str, str]) -> tuple[bool, dict[str, Reacher]]:
         """Whether a function calls its parameter, and the first reacher per mode of the transforms
         it hands it to, directly or through other helpers (found when first asked)."""
@@ -654,6 +716,55 @@ class Project:
                 for callee, refs in helpers:
                     for passed in self._functions(module, refs):
                         self._reach(passed, mode, onward)
+
+    # -- grad mode carried across calls ----------------------------------------------------------------
+
+    def run_in_regions(self, module: str) -> list[RunInRegion]:
+        """The transforms that calls in the regions of `module` run in the region's mode, through any
+        chain of calls in any module (a callee that turns grad mode back on keeps inference mode)."""
+        summary = self.summary(module)
+        found: list[RunInRegion] = []
+        for function in summary.functions.values() if summary else ():
+            for call in function.region_calls:
+                seen = set()
+                for callee in self._mode_callees(module, call.callees):
+                    for where, applied, chain in self._applied_in_mode((callee[1], callee[2]), call.inference):
+                        if (where, applied.span) not in seen:
+                            seen.add((where, applied.span))
+                            found.append(RunInRegion(call, where, applied, chain))
+        return found
+
+    def _mode_callees(self, module: str, refs: Iterable[Ref]) -> list[Value]:
+        """The functions refs run, looking only where a chain may lead to a transform."""
+        toward = self._toward_transforms
+        refs = [ref for ref in refs if (m := self._module_of(module, ref)) is not None and (toward is None or m in toward)]
+        if not refs:
+            return []
+        outer = self._permissive
+        self._permissive = 2
+        try:
+            return self._functions(module, refs)
+        finally:
+            self._permissive = outer
+
+    def _applied_in_mode(self, key: FunctionKey, inference: bool, depth: int = 0) -> tuple:
+        """(module, Applied, chain) for each transform that running `key` in a caller's no_grad (or
+        inference mode) applies in that mode, itself or through its calls; found once per function."""
+        memo = (key, inference)
+        if memo in self._applied_below:
+            return self._applied_below[memo]
+        self._applied_below[memo] = ()  # a cycle adds nothing more
+        function = self.function(key)
+        if function is None or function.sets_grad_mode or depth > _MAX_DEPTH:
+            return ()
+        found = [(key[0], applied, (key,)) for applied in function.applied if inference or not applied.grad_enabled]
+        stops = function.shielded if inference else (*function.guarded, *function.shielded)
+        refs = [ref for ref in function.calls if ref not in stops]
+        for callee in self._mode_callees(key[0], refs):
+            for where, applied, chain in self._applied_in_mode((callee[1], callee[2]), inference, depth + 1):
+                found.append((where, applied, (key, *chain)))
+        self._applied_below[memo] = tuple(found)
+        return self._applied_below[memo]
 
     # -- what the rules ask -------------------------------------------------------------------------
 

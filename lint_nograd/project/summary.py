@@ -27,7 +27,14 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from lint_nograd.analysis import entry_points, region_flow, torch_names
-from lint_nograd.analysis.model import SemanticModel, TableVisitor, inside_comprehension
+from lint_nograd.analysis.model import (
+    CALLER_STATE,
+    MODULE_STATE,
+    GradState,
+    SemanticModel,
+    TableVisitor,
+    inside_comprehension,
+)
 from lint_nograd.analysis.region_values import region_cuts_its_values
 from lint_nograd.analysis.scopes import COMPREHENSION_NODES, Binding, Scope
 
@@ -81,6 +88,31 @@ class CallSite:
 
 
 @dataclass(slots=True)
+class RegionCall:
+    """A call made inside a grad-disabled region: what it runs runs in the region's mode, through
+    every call it makes in turn."""
+
+    callees: tuple[Ref, ...]
+    api: str  # the region's, as `Region.api`
+    inference: bool
+    span: Span
+    text: str
+    region: Span  # the region's expression
+
+
+@dataclass(slots=True)
+class Applied:
+    """A transform applied where the caller's grad mode holds: NG001 / NG002 when a caller runs the
+    function inside a region."""
+
+    transform: str  # `grad`, `jacobian`
+    functional: bool  # torch.autograd.functional's
+    span: Span
+    text: str
+    grad_enabled: bool = False  # grad mode turned back on around it (`@torch.enable_grad()`): only inference mode holds
+
+
+@dataclass(slots=True)
 class Function:
     params: tuple[str, ...]  # positional parameters, `self` included
     kwonly: tuple[str, ...] = ()
@@ -90,6 +122,11 @@ class Function:
     returns_region: Optional[Span] = None  # every return hands back a value computed in this region
     returns_api: str = ""
     reads: tuple[str, ...] = ()  # the attribute names its body loads (`x.last_norm`), for regions that only store
+    region_calls: list[RegionCall] = field(default_factory=list)
+    applied: list[Applied] = field(default_factory=list)
+    guarded: tuple[Ref, ...] = ()  # what it calls where it turns grad mode back on: a caller's no_grad stops there
+    shielded: tuple[Ref, ...] = ()  # what it calls under `inference_mode(False)`: a caller's mode stops there
+    sets_grad_mode: bool = False  # `torch.set_grad_enabled(...)` as a statement: the caller's mode is not followed in
 
 
 @dataclass(slots=True)
@@ -132,6 +169,7 @@ class ModuleSummary:
     regions: list[Region]
     backwards: list[BackwardSite]
     properties: list[str] = field(default_factory=list)  # the functions read as attributes: `@property`
+    lambdas: dict[str, str] = field(default_factory=dict)  # each lambda -> the function or class it is written in
 
     def to_json(self) -> dict:
         """Plain data (dataclasses.asdict is far slower: it deep-copies every ref)."""
@@ -148,11 +186,22 @@ class ModuleSummary:
             return {"callees": c.callees, "args": c.args, "keywords": c.keywords, "span": span(c.span),
                     "text": c.text, "receiver": c.receiver}
 
+        def region_call(c):
+            return {"callees": c.callees, "api": c.api, "inference": c.inference, "span": span(c.span),
+                    "text": c.text, "region": span(c.region)}
+
+        def applied(a):
+            return {"transform": a.transform, "functional": a.functional, "span": span(a.span), "text": a.text,
+                    "grad_enabled": a.grad_enabled}
+
         return {
             "functions": {name: {"params": f.params, "kwonly": f.kwonly, "calls": f.calls,
                                  "call_sites": [site(c) for c in f.call_sites], "sources": [source(x) for x in f.sources],
                                  "returns_region": span(f.returns_region), "returns_api": f.returns_api,
-                                 "reads": f.reads}
+                                 "reads": f.reads, "region_calls": [region_call(c) for c in f.region_calls],
+                                 "applied": [applied(a) for a in f.applied], "guarded": f.guarded,
+                                 "shielded": f.shielded,
+                                 "sets_grad_mode": f.sets_grad_mode}
                           for name, f in self.functions.items()},
             "classes": {name: {"bases": c.bases, "methods": c.methods, "attributes": c.attributes}
                         for name, c in self.classes.items()},
@@ -164,6 +213,7 @@ class ModuleSummary:
             "backwards": [{"callees": b.callees, "callee_text": b.callee_text, "name": b.name,
                            "assigned_row": b.assigned_row, "span": span(b.span)} for b in self.backwards],
             "properties": self.properties,
+            "lambdas": self.lambdas,
         }
 
     @classmethod
@@ -188,10 +238,20 @@ class ModuleSummary:
                             {k: refs(v) for k, v in d["keywords"].items()}, span(d["span"]), d["text"],
                             refs(d["receiver"]))
 
+        def region_call(d):
+            return RegionCall(refs(d["callees"]), d["api"], d["inference"], span(d["span"]), d["text"],
+                              span(d["region"]))
+
+        def applied(d):
+            return Applied(d["transform"], d["functional"], span(d["span"]), d["text"], d["grad_enabled"])
+
         functions = {name: Function(tuple(f["params"]), tuple(f["kwonly"]), refs(f["calls"]),
                                     [call_site(c) for c in f["call_sites"]], [source(s) for s in f["sources"]],
                                     span(f["returns_region"]), f["returns_api"],
-                                    tuple(map(sys.intern, f.get("reads", ()))))
+                                    tuple(map(sys.intern, f.get("reads", ()))),
+                                    [region_call(c) for c in f.get("region_calls", ())],
+                                    [applied(a) for a in f.get("applied", ())], refs(f.get("guarded", ())),
+                                    refs(f.get("shielded", ())), bool(f.get("sets_grad_mode", False)))
                      for name, f in data["functions"].items()}
         classes = {name: Class(tuple(refs(b) for b in c["bases"]), dict(c["methods"]),
                                {k: refs(v) for k, v in c["attributes"].items()})
@@ -204,7 +264,7 @@ class ModuleSummary:
         backwards = [BackwardSite(refs(b["callees"]), b["callee_text"], b["name"], b["assigned_row"],
                                   span(b["span"])) for b in data["backwards"]]
         return cls(functions, classes, {k: refs(v) for k, v in data["names"].items()}, regions, backwards,
-                   list(data["properties"]))
+                   list(data["properties"]), dict(data.get("lambdas", {})))
 
 
 def display_name(name: str) -> str:
@@ -284,18 +344,29 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         self.region_dual_level: dict[int, Span] = {}
         self._of_binding: dict[Binding, tuple[Ref, ...]] = {}  # the refs of each binding, once
         self.properties: list[str] = []
+        self.lambdas: dict[str, str] = {}
         self._added: dict[Binding, list[Ref]] = {}  # what `append`, `extend`, ... put in a container name
+        self.grad: GradState = MODULE_STATE  # the grad mode here, as far as this file tells
+        self._guarded: dict[tuple[str, bool], dict[Ref, None]] = {}  # (function, shielded) -> refs
 
     def run(self) -> ModuleSummary:
         self._visit_all(self.model.module.body)
         for name, calls in self._calls.items():
             self.functions[name].calls = tuple(calls)
+        for (name, shielded), calls in self._guarded.items():
+            if shielded:
+                self.functions[name].shielded = tuple(calls)
+            else:
+                self.functions[name].guarded = tuple(calls)
+        for change in self.model.grad_mode_changes:
+            if isinstance(change.owner, ast.Expr) and change.function is not None:  # a statement, or on a stack
+                self.functions[self.model.name_of(change.function)].sets_grad_mode = True
         self._graphless_returns()
         module = self.scopes.module
         names = {name: refs for name, bindings in module.bindings.items()
                  if (refs := self._binding_refs(bindings, 0))}
         return ModuleSummary(self.functions, self.classes, names, self._regions(), self._backwards(),
-                             self.properties)
+                             self.properties, self.lambdas)
 
     # -- what an expression refers to -------------------------------------------------------------
 
@@ -533,15 +604,20 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         self.functions[name] = Function(tuple(a.arg for a in _positional(node)),
                                         tuple(a.arg for a in args.kwonlyargs))
         self._calls[name] = {}
-        outer = (self.scope, self.function, self.method_class, self.dual_level)
+        outer = (self.scope, self.function, self.method_class, self.dual_level, self.grad)
         self.scope = self.scopes.enter(node, self.scope)
         self.function = name
         self.dual_level = []  # the body runs when called, not where it is defined
+        self.grad = CALLER_STATE
+        for decorator in reversed(getattr(node, "decorator_list", ())):  # innermost first
+            change = self.model.change_at(decorator)
+            if change is not None:
+                self.grad = self.grad.after(change)
         kind = self._method_kind(node)
         self.method_class = self.model.name_of(outer[0].node) if kind == "method" else None
         self._visit_all(body)
         self.functions[name].reads = _attribute_reads(self.lines, node)
-        self.scope, self.function, self.method_class, self.dual_level = outer
+        self.scope, self.function, self.method_class, self.dual_level, self.grad = outer
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         self._visit_all((*node.decorator_list, *node.args.defaults, *node.args.kw_defaults))
@@ -567,6 +643,10 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
 
     def visit_Lambda(self, node: ast.Lambda) -> None:
         self._visit_all((*node.args.defaults, *node.args.kw_defaults))
+        scope = self.scope
+        while isinstance(scope.node, COMPREHENSION_NODES):
+            scope = scope.parent
+        self.lambdas[self.model.name_of(node)] = MODULE_BODY if scope.parent is None else self.model.name_of(scope.node)
         self._enter_function(node, [node.body])
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
@@ -626,6 +706,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
     # -- forward mode inside `with dual_level():` ---------------------------------------------------
 
     def visit_With(self, node: ast.With | ast.AsyncWith) -> None:
+        outer = self.grad
         for item in node.items:
             self.visit(item.context_expr)
             if item.optional_vars is not None:
@@ -633,6 +714,8 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             change = self.model.change_at(item.context_expr)
             if change is not None and change.disables_grad and self.dual_level:
                 self.region_dual_level[id(change.expr)] = self.dual_level[-1]
+            if change is not None:
+                self.grad = self.grad.after(change)
         dual = any(self._names(item.context_expr) & entry_points.DUAL_LEVEL for item in node.items) \
             and self._makes_duals(node.body)
         if dual:
@@ -640,6 +723,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         self._visit_all(node.body)
         if dual:
             self.dual_level.pop()
+        self.grad = outer
 
     visit_AsyncWith = visit_With
 
@@ -710,6 +794,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         if names:
             entry = entry_points.entry_point(names)
             if entry is not None:
+                self._applied(entry, node)
                 position, keyword = entry.argument
                 targets = self.refs(_first_argument(node, position, keyword))
                 if entry.name == "torch.jit.trace_module":
@@ -735,6 +820,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         calls = self._calls[self.function]
         for ref in callees:
             calls[ref] = None
+        self._mode_of_call(callees, node)
         if self.dual_level:  # `f(dual)` inside `with dual_level():` runs `f` in forward mode
             self._add_source("dual_level", (entry_points.FORWARD,), callees, node)
         args = tuple([self.refs(arg) if type(arg) in _MAY_REFER else () for arg in node.args])
@@ -744,6 +830,34 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             span = span_of(node, self.lines)
             self.functions[self.function].call_sites.append(CallSite(callees, args, keywords, span, _short(span),
                                                                      receiver))
+
+    def _applied(self, entry: entry_points.EntryPoint, call: ast.Call) -> None:
+        """A transform applied in a function where the caller's mode may hold (in a region of its own
+        it is the model's, NG001 / NG002 in this file)."""
+        state = self.grad
+        if self.function == MODULE_BODY or state.grad_enabled is False or state.inference is not None or \
+                not set(entry.modes) & {entry_points.FORWARD, entry_points.REVERSE}:
+            return
+        functional = all(name.startswith("torch.autograd.functional.") for name in entry.qualified_names)
+        span = span_of(call, self.lines)
+        self.functions[self.function].applied.append(Applied(entry.name, functional, span, _short(span),
+                                                             state.grad_enabled is True))
+
+    def _mode_of_call(self, callees: tuple[Ref, ...], call: ast.Call) -> None:
+        """A call in a region of this function runs its callee in that mode; one where grad mode is
+        turned back on does not run it under the caller's no_grad."""
+        state = self.grad
+        region = state.inference_region if state.inference else state.grad_region if state.grad_enabled is False \
+            else None
+        if region is not None:
+            span = span_of(call, self.lines)
+            self.functions[self.function].region_calls.append(
+                RegionCall(callees, region.describe(), bool(state.inference), span, _short(span),
+                           span_of(region.expr, self.lines)))
+        elif state.grad_enabled is True and self.function != MODULE_BODY:
+            guarded = self._guarded.setdefault((self.function, state.inference is False), {})
+            for ref in callees:
+                guarded[ref] = None
 
     def _receiver(self, func: ast.expr) -> tuple[Ref, ...]:
         """What a method is called on (`net` in `net.export(x)`), when it may be the project's:

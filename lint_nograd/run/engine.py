@@ -19,9 +19,10 @@ from typing import Callable, Optional
 
 from lint_nograd import checks
 from lint_nograd.analysis import torch_names
+from lint_nograd.analysis.entry_points import DROPS
 from lint_nograd.analysis.model import SemanticModel
 from lint_nograd.analysis.releases import behaviour, default_target
-from lint_nograd.checks import backward_through_call
+from lint_nograd.checks import backward_through_call, transform_through_call
 from lint_nograd.checks.finding import Finding, shorten
 from lint_nograd.checks.region_in_reached_function import (
     RegionFinding,
@@ -232,10 +233,14 @@ def linked(project: Project, module: str, given: frozenset[str], codes: frozense
     found: list[Linked] = []
     whole = project if whole_project else None  # what only the whole project can tell
     for index, region in enumerate(summary.regions):
-        finding = first_selected(region, project.reach_of(module, region), codes, release,
-                                 modes_that_cannot_matter(region, whole, module))
+        reach, cannot_matter = project.reach_of(module, region), modes_that_cannot_matter(region, whole, module)
+        finding = first_selected(region, reach, codes, release, cannot_matter)
         if finding is not None:
             related = _reacher_related(project, finding, module)
+            traced = reach.get(DROPS) if finding.kind == "forward" and DROPS not in cannot_matter else None
+            if traced is not None:  # one finding, the worst mode's: the tracer is named too (and the fix reads it)
+                related += (related_at(traced.span, f"`{shorten(traced.text, 40)}` {_TRACES_TOO}",
+                                       project.path(traced.module)),)
             found.append((index, _at(region.span, finding.code, message_at_region(finding, region), display_path,
                                      finding.severity, finding.help, related)))
     for region_module, region, reach in project.reported_in(given).get(module, []):
@@ -262,6 +267,8 @@ def linked(project: Project, module: str, given: frozenset[str], codes: frozense
                                          f"{project.path(region_module)}:{region.span.row}")
             found.append((None, _at(span, finding.code, message, display_path, finding.severity, finding.help,
                                     related)))
+    if codes & {"NG001", "NG002"}:
+        found += _run_in_regions(project, module, codes, display_path, release, torch_version or default_target())
     if "NG003" in codes:
         for site in summary.backwards:
             callee = project.graphless_callee(module, site)
@@ -272,6 +279,37 @@ def linked(project: Project, module: str, given: frozenset[str], codes: frozense
                 found.append((None, _at(site.span, "NG003", backward_through_call.message(site, function),
                                         display_path, help=backward_through_call.HELP, related=related)))
     return found
+
+
+def _run_in_regions(project: Project, module: str, codes: frozenset[str], display_path: str, release,
+                    torch_version: str) -> list[Linked]:
+    """NG001 / NG002 at each call in a region that runs a transform in the region's mode: one a call,
+    an error before a note."""
+    by_call: dict[Span, tuple] = {}
+    for run in project.run_in_regions(module):
+        finding = transform_through_call.finding(run, release, torch_version)
+        if finding is not None and finding.code in codes:
+            known = by_call.get(run.call.span)
+            if known is None or known[1].severity == "note" and finding.severity == "error":
+                by_call[run.call.span] = (run, finding)
+    found: list[Linked] = []
+    for run, finding in by_call.values():
+        where = transform_through_call.chain_text(run, module)
+        related = (related_at(run.call.region, f"the `{run.call.api}` region", display_path),
+                   related_at(run.applied.span, f"`{shorten(run.applied.text, 40)}`, run through {where}",
+                              project.path(run.module)))
+        found.append((None, _at(run.call.span, finding.code, finding.message, display_path, finding.severity,
+                                finding.help, related)))
+    return found
+
+
+_TRACES_TOO = "traces it too"
+
+
+def may_be_traced(diagnostic: Diagnostic) -> bool:
+    """Whether a tracer reaches the region of a NG004-NG006 finding (a finding names the worst mode's
+    first reacher: NG005 a tracer, NG004 a forward-mode transform and then any tracer too)."""
+    return diagnostic.code == "NG005" or any(r.message.endswith(_TRACES_TOO) for r in diagnostic.related)
 
 
 _REACHES = {"forward": "reaches it in forward mode", "traced": "traces it", "inference": "reaches it",

@@ -159,7 +159,8 @@ class Run:
             return False
         if file.module not in self.leading_to_regions and file.module not in self.helpers:
             return False  # (a helper leads to no region itself: what it is handed may)
-        return file.index.applies or file.job is not None and file.index.backward
+        return file.index.applies or file.job is not None and file.index.backward or \
+            file.index.regions and file.module in self.toward_transforms  # a call in a region may reach one
 
     @functools.cached_property
     def leading_to_regions(self) -> set[str]:
@@ -196,6 +197,11 @@ class Run:
         those that import one (a helper that hands its parameter on to such a helper)."""
         applying = {f.module for f in self.files.values() if f.index is not None and f.index.applies}
         return applying | {importer for module in applying for importer in self.importers().get(module, ())}
+
+    @functools.cached_property
+    def toward_transforms(self) -> set[str]:
+        """The modules that may apply a transform or tracer, and those whose imports lead to one."""
+        return self._leading_to({f.module for f in self.files.values() if f.index is not None and f.index.applies})
 
     def _leading_to(self, found: set[str]) -> set[str]:
         stack = list(found)
@@ -294,7 +300,8 @@ class Run:
             modules = {f.module: ModuleEntry(f.module, f.shown, f.is_package, f.facts and f.facts.summary,
                                              loaded=f.summarised) for f in self.by_module.values()}
             project = Project(modules, self._load, None if self.everything else self.leading_to_regions,
-                              None if self.everything else self.transforming)
+                              None if self.everything else self.transforming,
+                              None if self.everything else self.toward_transforms)
             summarised = sorted(m for m, f in self.by_module.items() if f.facts and f.facts.summary)
             if ahead and self.workers.count > 1:  # in one process, ahead is only more work
                 self._summarise_ahead(project, summarised)
