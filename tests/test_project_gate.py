@@ -9,6 +9,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from lint_nograd.analysis import torch_names
 from lint_nograd.report.registry import RULES
 from lint_nograd.run import runner
 from lint_nograd.run.jobs import Job
@@ -65,3 +68,85 @@ def test_the_installed_torch_sources_as_one_project():
         pytest.skip("torch is not installed")
     gated, everything = both_ways(Path(spec.origin).parent, workers=2)
     assert gated == everything
+
+
+# -- the text index: every import statement Python reads is among those it names ---------------------
+
+def _spaces():  # between two tokens: spaces, a tab, or a line continued by a backslash
+    return st.sampled_from([" ", "  ", "\t", " \\\n    ", "\\\n "])
+
+
+@st.composite
+def import_statements(draw) -> str:
+    """An import statement, spelled as Python allows: relative or not, aliased, in brackets with
+    comments, after `;` or `:`, across backslash continuations, with spaces around dots."""
+    def gap() -> str:
+        return draw(_spaces())
+
+    def maybe(*choices: str) -> str:
+        return draw(st.sampled_from(choices))
+
+    module = maybe("pkg.sub", "pkg", "torch.func", ".sub", "..", ".")
+    dotted = module.replace(".", maybe(".", " . ", ".\\\n  "), 1) if "." in module.strip(".") else module
+    names = draw(st.lists(st.sampled_from(["model", "loss", "jacfwd"]), min_size=1, max_size=3, unique=True))
+    aliased = [name + (f"{gap()}as{gap()}{name}_" if draw(st.booleans()) else "") for name in names]
+    if module.startswith(".") or draw(st.booleans()):
+        if draw(st.booleans()):
+            listed = ",  # a comment (with brackets)\n    ".join(aliased)
+            listed = maybe("(", "(  # import\n    ", "(\n    ") + listed + maybe("", ",", ",  # end", "\n") + "\n)"
+            space = maybe("", " ")
+        else:
+            listed, space = f",{gap()}".join(aliased), gap()
+        statement = f"from{maybe('', ' ') if module.startswith('.') else gap()}{dotted}{gap()}import{space}{listed}"
+    else:
+        statement = f"import{gap()}{dotted}" + "".join(f",{gap()}{name}" for name in aliased)
+    before = maybe("", "x = 1; ", "x = {'a': 1}; ", "if True: ", "# a note \\\n", "\f")
+    after = maybe("", "; y = 2", "  # import other", ";import os")
+    return f"import torch\n{before}{statement}{after}\n"
+
+
+def _imported(tree: ast.Module) -> set[str]:
+    """Each module an import names, as the index names it: `pkg.sub`, and `pkg.sub.model` for its names."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = "." * node.level + (node.module or "")
+            found.add(base)
+            found.update(base + ("" if base.endswith(".") else ".") + alias.name for alias in node.names)
+    return found
+
+
+@settings(max_examples=400, deadline=None, database=None)
+@given(import_statements())
+def test_the_text_index_names_every_module_an_import_names(source):
+    """The index decides which files are summarised: a module it misses loses the findings of
+    the calls that reach it. A name imported from a module of torch.func's opens the rules' gate."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        assume(False)
+    scan = torch_names.Scan(source.encode())
+    assert _imported(tree) <= set(scan.index().imports)
+    if any(isinstance(n, ast.ImportFrom) and n.module == "torch.func" for n in ast.walk(tree)) and "jacfwd" in source:
+        assert scan.names_a_func_module(b"jacfwd")
+
+
+@pytest.mark.parametrize("spelling", [
+    "from pkg.sub import (  # the model\n    model)\n",
+    "x = 1; from pkg.sub import model\n",
+    "from pkg.sub import \\\n    model\n",
+    "if True: from pkg.sub import model\n",
+])
+def test_a_call_reaches_a_module_however_its_import_is_spelled(tmp_path, spelling):
+    (tmp_path / "pkg" / "sub").mkdir(parents=True)
+    for package in ("pkg", "pkg/sub"):
+        (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "sub" / "model.py").write_text(
+        "import torch\n\n\ndef loss(x):\n    with torch.no_grad():\n        s = x.mean()\n    return x - s\n")
+    (tmp_path / "train.py").write_text(f"from torch.func import jacfwd\n{spelling}\njacfwd(model.loss)\n")
+    files = discover([str(tmp_path)], root=tmp_path, exclude=compile_patterns([]), cwd=tmp_path).files
+    jobs = [Job(path, shown, frozenset(RULES)) for path, shown in files if shown == "train.py"]
+    found = runner.check(jobs, files, [tmp_path], 1, Cache(None))
+    assert [d.code for d in found.diagnostics] == ["NG004"] and not found.errors

@@ -99,6 +99,14 @@ class Scan:
         self.regions = names_grad_disabling_api(self.data)  # every finding needs a region
         self._families: dict[str, bool] = {}
         self._func_words: Optional[frozenset[bytes]] = None  # None: not looked for yet
+        self._imports: Optional[list] = None
+
+    @property
+    def imports(self) -> list[tuple[Optional[bytes], bytes]]:
+        """The import statements, read once (`_import_statements`)."""
+        if self._imports is None:
+            self._imports = _import_statements(self.data)
+        return self._imports
 
     def has(self, family: str) -> bool:
         found = self._families.get(family)
@@ -120,13 +128,13 @@ class Scan:
         data = self.data
         return TextIndex(self.regions, any(map(self.has, _APPLIES)),
                          _calls_backward(data),
-                         _imports(data))
+                         _imports(self.imports))
 
     def names_a_func_module(self, word: bytes) -> bool:
         """`func.grad`, `functorch.grad`, `from torch.func import (jacfwd, grad)`, or an alias or a
         star import of such a module, which may spell any of its names."""
         if self._func_words is None:
-            self._func_words = _func_module_words(self.data)
+            self._func_words = _func_module_words(self.data, self.imports)
         return self._func_words is _ANY_WORD or word in self._func_words
 
 
@@ -175,35 +183,85 @@ def _with_line_feeds(data: bytes) -> bytes:
 _LONE_CR = re.compile(rb"\r(?!\n)")
 
 
-# An import statement, read from its line: `import a.b as c, d`, `from .a import (b,` ...
-_IMPORT_LINE = re.compile(rb"[ \t]*(?:from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+(.*)|import[ \t]+(.*))")
+# An import statement, from where it starts (a line, or after `;` or `:`) to its end: `import a . b as c, d`,
+# `from .a import (b,`, `from.a import(b)`
+_STATEMENT = re.compile(rb"[ \t\f]*(?:from\b([. \t\f\w]*?)\bimport\b(.*)|import\b(.*))", re.DOTALL)
+_CONTINUATION = re.compile(rb"\\\r?\n")
+_AS = re.compile(rb"\bas\b")
+_SPACE = re.compile(rb"\s+")
 
 
-def _imports(data: bytes) -> tuple[str, ...]:
-    """The modules a file's import statements may name, relative ones with their dots. The lines
-    are found with `bytes.find`: a regular expression over every line costs ten times more."""
-    found: dict[str, None] = {}
-    position = 0
-    while (at := data.find(b"import", position)) >= 0:
-        start = data.rfind(b"\n", 0, at) + 1
-        end = data.find(b"\n", at)
-        end = len(data) if end < 0 else end
-        position = end
-        match = _IMPORT_LINE.match(data, start, end)
+def _import_statements(data: bytes) -> list[tuple[Optional[bytes], bytes]]:
+    """(module or None for a plain `import`, the names) of each import statement the text may hold,
+    read as Python reads them: after `;` or `:` too, across backslash continuations and brackets,
+    comments left out. The statements are found with `bytes.find`: a regular expression over every
+    line costs ten times more."""
+    found = []
+    position = last = -1
+    while (at := data.find(b"import", position + 1)) >= 0:
+        position = at
+        start = _line_start(data, at)
+        start = max(start, data.rfind(b";", start, at) + 1, data.rfind(b":", start, at) + 1)
+        if start == last:  # `from importlib import import_module`: read once
+            continue
+        last, end = start, _line_end(data, at)
+        match = _STATEMENT.match(_CONTINUATION.sub(b" ", data[start:end]))
         if match is None:
             continue
         module, names, plain = match.groups()
-        if names is not None and names.lstrip().startswith(b"(") and b")" not in names:
-            close = data.find(b")", end)
-            names, position = data[match.start(2):close if close >= 0 else len(data)], max(close, end)
-        text = (plain if plain is not None else names).decode("utf-8", "replace").split("#")[0]
-        if plain is not None:
-            found.update((part.split()[0], None) for part in text.split(",") if part.split())
+        if names is not None and names.lstrip().startswith(b"(") and b")" not in names.split(b"#")[0]:
+            names += data[end:_bracket_end(data, end)]
+        names = b" ".join(line.split(b"#")[0] for line in (plain if names is None else names).split(b"\n"))
+        found.append((None if module is None else _SPACE.sub(b"", module), names.split(b";")[0]))
+    return found
+
+
+def _line_start(data: bytes, at: int) -> int:
+    """Where the line of `at` starts, lines ending in a backslash (not in a comment) joined to the next."""
+    start = data.rfind(b"\n", 0, at) + 1
+    while start > 0:
+        before = data.rfind(b"\n", 0, start - 1) + 1
+        if not _continues(data[before:start - 1]):
+            break
+        start = before
+    return start
+
+
+def _line_end(data: bytes, at: int) -> int:
+    """Where the line of `at` ends, lines ending in a backslash (not in a comment) joined to the next."""
+    end = data.find(b"\n", at)
+    while end >= 0 and _continues(data[data.rfind(b"\n", 0, end) + 1:end]):
+        end = data.find(b"\n", end + 1)
+    return len(data) if end < 0 else end
+
+
+def _continues(line: bytes) -> bool:
+    return line.rstrip(b"\r").endswith(b"\\") and b"#" not in line
+
+
+def _bracket_end(data: bytes, at: int) -> int:
+    """The end of the first line from `at` on that closes a bracket, comments left out."""
+    while at < len(data):
+        end = data.find(b"\n", at + 1)
+        end = len(data) if end < 0 else end
+        if b")" in data[at:end].split(b"#")[0]:
+            return end
+        at = end
+    return len(data)
+
+
+def _imports(statements: list[tuple[Optional[bytes], bytes]]) -> tuple[str, ...]:
+    """The modules a file's import statements may name, relative ones with their dots."""
+    found: dict[str, None] = {}
+    for module, names in statements:
+        if module is None:
+            found.update((name.decode("utf-8", "replace"), None) for part in names.split(b",")
+                         if (name := _SPACE.sub(b"", _AS.split(part)[0])))
             continue
         base = module.decode("utf-8", "replace")
         found[base] = None
         separator = "" if base.endswith(".") else "."
-        found.update((base + separator + name, None) for name in re.findall(r"\w+", text.replace(" as ", " , ")))
+        found.update((base + separator + name, None) for name in re.findall(r"\w+", names.decode("utf-8", "replace")))
     return tuple(found)
 
 
@@ -216,40 +274,28 @@ _NAME_CHAR = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012
 _USED_AFTER = re.compile(rb"[ \t]*(?:[(),\]}#]|as\b|\r?$)", re.MULTILINE)
 _USED_BEFORE = re.compile(rb"@[\w. \t]*$")
 _PROSE_LINE = re.compile(rb"[ \t]*(?:#|>>>|\.\.\.)")
-_FUNC_MODULE = rb"(?:functorch|func|functional|eager_transforms|apis)"
-# Each starts with a word, so that the search skips ahead to it (`^` or an alternation would try
-# every position); whether the match starts its line is checked after.
-_FUNC_ALIASES = (re.compile(rb"import[ \t]+[\w.]*%s[\w.]*[ \t]+as\b" % _FUNC_MODULE),
-                 re.compile(rb"from[ \t]+[\w.]*%s[\w.]*[ \t]+import[ \t]+\*" % _FUNC_MODULE))
-# `func.grad`, matching `func` only; one pattern per first word, `_FUNC_MODULE` spelled out
+_FUNC_MODULE_NAME = re.compile(rb"func|eager_transforms|apis")  # functorch, torch.func, functional too
+# `func.grad`, matching `func` only; one pattern per first word of `_FUNC_MODULE_NAME`'s modules
 _FUNC_ATTRIBUTES = tuple(re.compile(rb"%s(?=[ \t]*\.[ \t]*(\w+))" % module)
                          for module in (rb"func(?:torch|tional)?", rb"eager_transforms", rb"apis"))
-_FUNC_IMPORTS = (re.compile(rb"from[ \t]+[\w.]*%s[\w.]*[ \t]+import[ \t]+([^\n]*)" % _FUNC_MODULE),
-                 re.compile(rb"from[ \t]+[\w.]*%s[\w.]*[ \t]+import[ \t]*\(([^)]*)" % _FUNC_MODULE))
 _WORD = re.compile(rb"\w+")
 _ANY_WORD: frozenset[bytes] = frozenset({b"*"})  # an alias or a star import: any name may be torch.func's
 
 
-def _func_module_words(data: bytes) -> frozenset[bytes]:
+def _func_module_words(data: bytes, statements: list[tuple[Optional[bytes], bytes]]) -> frozenset[bytes]:
     """The words a file uses after a module of torch.func's name (`func.grad`), or imports from one
     (`from torch.func import grad`, `from functorch import (grad,`); `_ANY_WORD` when it aliases
     one or imports all its names."""
-    if any(True for pattern in _FUNC_ALIASES for _ in _starting_lines(pattern, data)):
-        return _ANY_WORD
     words = {match.group(1) for pattern in _FUNC_ATTRIBUTES for match in pattern.finditer(data)}
-    for pattern in _FUNC_IMPORTS:
-        for match in _starting_lines(pattern, data):
-            words.update(_WORD.findall(match.group(1)))
+    for module, names in statements:
+        if module is None:
+            if any(_FUNC_MODULE_NAME.search(part) and _AS.search(part) for part in names.split(b",")):
+                return _ANY_WORD
+        elif _FUNC_MODULE_NAME.search(module):
+            if b"*" in names:
+                return _ANY_WORD
+            words.update(_WORD.findall(names))
     return frozenset(words)
-
-
-def _starting_lines(pattern: re.Pattern, data: bytes) -> Iterator[re.Match]:
-    """The matches of `pattern` that start a line (but for spaces), each start tried."""
-    position = 0
-    while (match := pattern.search(data, position)) is not None:
-        position = match.start() + 1
-        if not data[data.rfind(b"\n", 0, match.start()) + 1:match.start()].strip(b" \t"):
-            yield match
 
 
 def _uses(scan: Scan, words: tuple[str, ...], module_evidence: bool) -> bool:
