@@ -1,4 +1,4 @@
-"""The command line: `lint-nograd check|fix [PATH ...]`, `lint-nograd rule CODE | --all` and
+"""The command line: `lint-nograd check|fix|graph [PATH ...]`, `lint-nograd rule CODE | --all` and
 `lint-nograd server`.
 
 Exit status: 0 nothing found, 1 findings (notes only with `--exit-non-zero-on-note`), 2 a usage,
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import sys
 from collections.abc import Sequence
@@ -121,6 +122,14 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("code", nargs="?", help="a rule code, such as NG001")
     which.add_argument("--all", action="store_true", help="list every rule")
     rule.set_defaults(run=run_rule)
+
+    graph = commands.add_parser("graph", parents=[shared_options()], conflict_handler="resolve",
+                                help="print the call graph reach follows, or why a region is reached")
+    graph.add_argument("--output-format", choices=("text", "pycg"), default="text",
+                       help="text: one `caller -> callee` a line; pycg: JSON as PyCG writes it")
+    graph.add_argument("--explain", metavar="FILE:LINE",
+                       help="print the chains by which transforms and tracers reach the region at this line")
+    graph.set_defaults(run=run_graph)
 
     server = commands.add_parser("server", help="run the language server (LSP over standard input and output)")
     server.set_defaults(run=run_server)
@@ -624,6 +633,50 @@ def _finish(options: argparse.Namespace, diagnostics: list[Diagnostic], errors: 
         return EXIT_ERROR
     failing = any(exit_on_note or diagnostic.severity != "note" for diagnostic in diagnostics)
     return EXIT_FINDINGS if failing and not options.exit_zero else EXIT_CLEAN
+
+
+def run_graph(options: argparse.Namespace) -> int:
+    """The call graph of each project the paths belong to, built as `check --no-cache` with every file
+    summarised; or, with --explain, what reaches the region at a line."""
+    from lint_nograd.project.callgraph import CallGraph
+    from lint_nograd.run.stages import Run
+
+    explain = None
+    if options.explain:
+        name, _, line = options.explain.rpartition(":")
+        if not name or not line.isdigit():
+            raise ConfigError(f"--explain takes FILE:LINE, not {options.explain}")
+        explain = (Path(os.path.realpath(name)), int(line))
+        if not explain[0].is_file():
+            raise ConfigError(f"--explain: no such file: {name}")
+        options.paths = options.paths or [name]
+    graphs, errors = [], []
+    for plan, cache in _projects(options):
+        if plan.errors:
+            raise ConfigError(plan.errors[0])
+        with Workers(_workers(options)) as pool:
+            run = Run(plan.jobs, plan.project_files, plan.import_roots, pool, cache, everything=True)
+            graphs.append((CallGraph(run.linked()), run))
+            errors += run.outcome.errors
+        cache.save()
+    for error in errors:
+        _report("error", error)
+    if explain is not None:
+        for graph, run in graphs:
+            file = next((f for path, f in run.files.items() if os.path.realpath(path) == str(explain[0])), None)
+            if file is not None and run.by_module.get(file.module) is file:
+                found = graph.explain(file.module, explain[1])
+                if found is None:
+                    raise ConfigError(f"--explain: no grad-disabled region at {options.explain}")
+                _write(sys.stdout, "".join(line + "\n" for line in found))
+                return EXIT_ERROR if errors else EXIT_CLEAN
+        raise ConfigError(f"--explain: {explain[0].name} is not a module of the projects given")
+    if options.output_format == "pycg":
+        named = {caller: callees for graph, _ in graphs for caller, callees in graph.named().items()}
+        _write(sys.stdout, json.dumps(dict(sorted(named.items())), indent=4) + "\n")
+    else:
+        _write(sys.stdout, "".join(graph.text() for graph, _ in graphs))
+    return EXIT_ERROR if errors else EXIT_CLEAN
 
 
 def run_rule(options: argparse.Namespace) -> int:

@@ -1,0 +1,203 @@
+"""`lint-nograd graph`: the call graph reach follows, named as PyCG names it, and `--explain`.
+
+Each case is a small program (its files) and edges that must be in its graph, and look-alike
+edges that must not be.
+"""
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+from lint_nograd import cli
+
+CASES = {
+    "direct calls and methods": (
+        {"main.py": """
+            class A:
+                def __init__(self):
+                    pass
+                def run(self):
+                    self.step()
+                def step(self):
+                    pass
+
+            def helper():
+                pass
+
+            a = A()
+            a.run()
+            helper()
+            """},
+        {("main", "main.A.__init__"), ("main", "main.A.run"), ("main", "main.helper"),
+         ("main.A.run", "main.A.step")},
+        {("main", "main.A.step"), ("main.A.run", "main.helper")},
+    ),
+    "nested functions and lambdas numbered in their scope": (
+        {"main.py": """
+            def outer():
+                def inner():
+                    pass
+                f = lambda: inner()
+                f()
+
+            g = lambda x: x
+            h = lambda: outer()
+            h()
+            """},
+        {("main", "main.<lambda2>"), ("main.<lambda2>", "main.outer"), ("main.outer", "main.outer.<lambda1>"),
+         ("main.outer.<lambda1>", "main.outer.inner")},
+        {("main", "main.<lambda1>"), ("main", "main.outer.inner")},
+    ),
+    "a parameter calls what the calls pass it": (
+        {"main.py": """
+            def apply(f):
+                f()
+
+            def one():
+                pass
+
+            def two():
+                pass
+
+            apply(one)
+            """},
+        {("main", "main.apply"), ("main.apply", "main.one")},
+        {("main.apply", "main.two"), ("main", "main.one")},
+    ),
+    "imports across modules": (
+        {"main.py": """
+            from pkg import tools
+            from pkg.tools import Tool as T
+            import pkg.tools as t
+
+            tools.work()
+            T().use()
+            t.work()
+            """,
+         "pkg/__init__.py": "",
+         "pkg/tools.py": """
+            def work():
+                pass
+
+            def idle():
+                pass
+
+            class Tool:
+                def use(self):
+                    work()
+            """},
+        {("main", "pkg.tools.work"), ("main", "pkg.tools.Tool.use"), ("pkg.tools.Tool.use", "pkg.tools.work")},
+        {("main", "pkg.tools.idle")},
+    ),
+    "inherited methods, and a base's `__init__`": (
+        {"main.py": """
+            class Base:
+                def __init__(self):
+                    pass
+                def run(self):
+                    pass
+
+            class Child(Base):
+                def other(self):
+                    pass
+
+            Child().run()
+            """},
+        {("main", "main.Base.__init__"), ("main", "main.Base.run")},
+        {("main", "main.Child.other")},
+    ),
+}
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+
+
+@pytest.fixture
+def graph(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+
+    def graph(*args: str) -> tuple[int, str, str]:
+        status = cli.main(["graph", "--isolated", "--jobs", "1", "--no-cache", *args])
+        out, err = capsys.readouterr()
+        return status, out, err
+    return graph
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_edges(name, graph, tmp_path):
+    files, present, absent = CASES[name]
+    write(tmp_path, files)
+    status, out, err = graph("--output-format", "pycg", ".")
+    assert (status, err) == (0, "")
+    edges = {(caller, callee) for caller, callees in json.loads(out).items() for callee in callees}
+    assert present <= edges, sorted(present - edges)
+    assert not absent & edges, sorted(absent & edges)
+
+
+def test_text_is_one_sorted_edge_a_line(graph, tmp_path):
+    write(tmp_path, CASES["direct calls and methods"][0])
+    status, out, _ = graph(".")
+    assert status == 0
+    lines = out.splitlines()
+    assert lines == sorted(lines) and "main.A.run -> main.A.step" in lines
+    assert all(" -> " in line for line in lines)
+
+
+def test_pycg_lists_every_function(graph, tmp_path):
+    write(tmp_path, CASES["direct calls and methods"][0])
+    _, out, _ = graph("--output-format", "pycg", ".")
+    assert json.loads(out)["main.helper"] == []
+
+
+REACHED = {"main.py": """
+    import torch
+    from torch.func import jacfwd
+
+    def scale(x):
+        with torch.no_grad():
+            y = x * 2
+        return x + y
+
+    def loss(x):
+        return scale(x)
+
+    def unused(x):
+        with torch.no_grad():
+            return x
+
+    g = jacfwd(loss)
+    """}
+
+
+def test_explain_prints_the_chain(graph, tmp_path):
+    write(tmp_path, REACHED)
+    status, out, err = graph("--explain", "main.py:6")
+    assert (status, err) == (0, "")
+    assert "`jacfwd(...)` at line 17 through `loss`" in out
+    assert "main -> main.loss -> main.scale" in out
+
+
+def test_explain_says_why_nothing_reaches(graph, tmp_path):
+    write(tmp_path, REACHED)
+    status, out, _ = graph("--explain", "main.py:14")
+    assert status == 0
+    assert "no transform or tracer reaches it: nothing in the project calls `main.unused`" in out
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--explain", "main.py:3"), "no grad-disabled region at main.py:3"),
+    (("--explain", "missing.py:3"), "no such file: missing.py"),
+    (("--explain", "main.py"), "--explain takes FILE:LINE"),
+    (("missing",), "path does not exist"),
+])
+def test_bad_input(graph, tmp_path, args, message):
+    write(tmp_path, REACHED)
+    status, out, err = graph(*args)
+    assert status == 2 and out == ""
+    assert message in err and "Traceback" not in err
