@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import torch
 from torch.fx import Proxy
+from torch.jit import _builtins as _jit_builtins
 from torch.fx.experimental import proxy_tensor as _proxy_tensor
 from torch.utils import _pytree as pytree
 
@@ -292,3 +293,8 @@ def stop_gradient(value: _T) -> _T:
             "pass the tensors themselves, make the type a dataclass, or register it with "
             "torch.utils._pytree.register_pytree_node"
         ) from None
+
+
+# TorchScript cannot compile the walk above: a scripted caller gets `aten::detach` (a tensor's cut), and
+# its saved module needs no lint_nograd to load
+_jit_builtins._register_builtin(stop_gradient, "aten::detach")

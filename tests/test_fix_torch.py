@@ -270,3 +270,55 @@ def test_generated_regions(source: str):
     old, new = load(source)["f"], load(fixed)["f"]
     assert_same_in_reverse_mode(old, new)
     assert_forward_mode_and_tracing_agree(old, new)
+
+
+# -- scripted code: TorchScript compiles what the fix writes -----------------------------------------
+
+SCRIPTED = textwrap.dedent('''\
+    import torch
+    from torch import nn
+    from torch.func import jacfwd
+
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 3).double()
+
+        def forward(self, x):
+            with torch.no_grad():
+                scale = x.norm()
+            return self.lin(x) / scale
+
+
+    @torch.jit.script
+    def centered(x):
+        with torch.no_grad():
+            shift = x.mean()
+        return x * x - shift
+
+
+    scripted = torch.jit.script(Net())  # at import time
+    forward = jacfwd(Net()), jacfwd(centered)
+''')
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.save` is deprecated", "ignore:`torch.jit.load` is deprecated")
+def test_scripted_code_compiles_after_the_fix_with_the_same_values_and_gradients(tmp_path, monkeypatch):
+    """TorchScript reads the source of what it compiles: the fixed file is imported from disk."""
+    fixed = fix_source(SCRIPTED.encode())
+    assert fixed.fixed == 2 and "stop_gradient(x.norm())" in fixed.text and "no_grad" not in fixed.text
+    (tmp_path / "scripted_original.py").write_text(SCRIPTED)
+    (tmp_path / "scripted_fixed.py").write_text(fixed.text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import scripted_fixed
+    import scripted_original
+
+    eager = scripted_original.Net()
+    net = torch.jit.script(scripted_fixed.Net())
+    net.load_state_dict(eager.state_dict())
+    for old, new in ((eager, net), (scripted_original.centered, scripted_fixed.centered)):
+        close(new(X), old(X))
+        close(gradient(new, X), gradient(old, X))
+    torch.jit.save(net, tmp_path / "net.pt")
+    close(torch.jit.load(tmp_path / "net.pt")(X), eager(X))
