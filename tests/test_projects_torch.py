@@ -93,6 +93,8 @@ def traced_minus_eager(owner, function) -> float:
 
 
 CASES = [project for project in sorted(PROJECTS.iterdir()) if project.is_dir()]
+# projects whose findings are of other rules, each run with torch by a test of its own
+NO_REGION_FINDINGS = ("backward_through_calls", "grad_mode_calls")  # ... and tests/test_grad_mode_calls_torch.py
 
 
 @pytest.mark.parametrize("project", CASES, ids=lambda project: project.name)
@@ -108,7 +110,7 @@ def test_each_region_finding_changes_results(project: Path, capsys):
                 assert not forward_agrees_with_reverse(function), (project.name, name)
             else:
                 assert traced_minus_eager(owner, function) > 0.1, (project.name, name)
-    assert found or project.name == "backward_through_calls"
+    assert found or project.name in NO_REGION_FINDINGS
 
 
 @pytest.mark.parametrize("project", CASES, ids=lambda project: project.name)

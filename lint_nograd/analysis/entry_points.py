@@ -93,9 +93,6 @@ BY_QUALIFIED_NAME: dict[str, EntryPoint] = {name: entry for entry in ENTRY_POINT
 # differentiated in forward mode, which ignores a region there (pytorch issue 78961).
 DUAL_LEVEL = frozenset({"torch.autograd.forward_ad.dual_level"})
 MAKE_DUAL = frozenset({"torch.autograd.forward_ad.make_dual"})
-# `functional_call(module, params, args)` calls `module`.
-FUNCTIONAL_CALL = frozenset({"torch.func.functional_call", "torch._functorch.functional_call.functional_call",
-                             "torch.nn.utils.stateless.functional_call", "functorch.functional_call"})
 TRACER_CLASSES = frozenset({"torch.fx.Tracer", "torch.fx._symbolic_trace.Tracer"})
 
 # The last names of every entry point that can misread a region, as code spells them: the text a

@@ -17,7 +17,7 @@ from itertools import chain
 from pathlib import Path, PurePath
 from typing import Optional
 
-from lint_nograd.analysis import entry_points
+from lint_nograd.analysis import entry_points, library
 from lint_nograd.analysis.entry_points import DROPS, FORWARD, REVERSE
 from lint_nograd.project.summary import (
     MODULE_BODY,
@@ -231,12 +231,15 @@ class Project:
             for value in self.resolve(module, ref[1], depth + 1):
                 if value[0] == "C":
                     yield ("I", value[1], value[2])
-        elif kind == "call":  # calling a class makes an instance; what a function returns is not followed
+        elif kind == "call":  # calling a class makes an instance; a function, what it returns
             for value in self.resolve(module, ref[1], depth + 1):
                 if value[0] == "C":
                     yield ("I", value[1], value[2])
                 elif value[0] == "X":
                     yield ("XI", value[1])
+                else:
+                    for function in self.runs(value):
+                        yield from self.returned(function, depth + 1)
         elif kind == "wrap":
             for value in self.resolve(module, ref[1], depth + 1):
                 yield ("W", value)
@@ -262,6 +265,12 @@ class Project:
                 if value[0] == "F" and value[3] and value[2] in self._properties(value[1]):
                     yield value
 
+    def returned(self, function: Value, depth: int = 0) -> Iterator[Value]:
+        """What a function of the project may return."""
+        summary = self.summary(function[1])
+        for ref in summary.returns.get(function[2], ()) if summary else ():
+            yield from self.resolve(function[1], ref, depth + 1)
+
     def _properties(self, module: str) -> frozenset[str]:
         summary = self.summary(module)
         return frozenset(summary.properties) if summary else frozenset()
@@ -279,6 +288,8 @@ class Project:
             return self._member(value[1], value[2], name, kind == "I", set())
         if kind == "X":
             return (("X", f"{value[1]}.{name}"),)
+        if kind == "W" and name == library.WRAPPED_ATTRIBUTE:  # `ddp.module` is what it wraps
+            return (value[1],)
         if kind == "S":  # `super().forward`: the first base, in order, that has it
             for base in self._bases(value[1], value[2]):
                 found = self._member(base[1], base[2], name, True, set()) if base[0] == "C" else ()
@@ -388,6 +399,8 @@ class Project:
             if self.function((value[1], value[2])) is not None:
                 yield value
         elif kind == "I":
+            for hooks in self._member(value[1], value[2], library.HOOKS_ATTRIBUTE, True, set()):
+                yield from self.runs(hooks)  # registered on `self`: they run whenever the module does
             for method in ("forward", "__call__"):
                 found = self._member(value[1], value[2], method, True, set())
                 if found:

@@ -26,7 +26,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Optional
 
-from lint_nograd.analysis import entry_points, region_flow, torch_names
+from lint_nograd.analysis import entry_points, library, region_flow, torch_names
 from lint_nograd.analysis.model import (
     CALLER_STATE,
     MODULE_STATE,
@@ -41,9 +41,6 @@ from lint_nograd.analysis.scopes import COMPREHENSION_NODES, Binding, Scope
 Ref = tuple
 MODULE_BODY = ""  # the name under which the module's own code is summarised, like a function's
 
-# Methods of a module that return the module itself: `Net().eval()` is still the `Net` instance.
-_RETURN_THE_MODULE = frozenset({"eval", "train", "to", "cpu", "cuda", "float", "half", "double", "bfloat16",
-                                "requires_grad_", "to_empty", "share_memory", "apply"})
 _MAX_DEPTH = 8
 
 
@@ -170,6 +167,7 @@ class ModuleSummary:
     backwards: list[BackwardSite]
     properties: list[str] = field(default_factory=list)  # the functions read as attributes: `@property`
     lambdas: dict[str, str] = field(default_factory=dict)  # each lambda -> the function or class it is written in
+    returns: dict[str, tuple[Ref, ...]] = field(default_factory=dict)  # function -> what its returns (a lambda's body) hand back
 
     def to_json(self) -> dict:
         """Plain data (dataclasses.asdict is far slower: it deep-copies every ref)."""
@@ -214,6 +212,7 @@ class ModuleSummary:
                            "assigned_row": b.assigned_row, "span": span(b.span)} for b in self.backwards],
             "properties": self.properties,
             "lambdas": self.lambdas,
+            "returns": self.returns,
         }
 
     @classmethod
@@ -264,7 +263,8 @@ class ModuleSummary:
         backwards = [BackwardSite(refs(b["callees"]), b["callee_text"], b["name"], b["assigned_row"],
                                   span(b["span"])) for b in data["backwards"]]
         return cls(functions, classes, {k: refs(v) for k, v in data["names"].items()}, regions, backwards,
-                   list(data["properties"]), dict(data.get("lambdas", {})))
+                   list(data["properties"]), dict(data.get("lambdas", {})),
+                   {k: refs(v) for k, v in data.get("returns", {}).items()})
 
 
 def display_name(name: str) -> str:
@@ -345,6 +345,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         self._of_binding: dict[Binding, tuple[Ref, ...]] = {}  # the refs of each binding, once
         self.properties: list[str] = []
         self.lambdas: dict[str, str] = {}
+        self._returns: dict[str, dict[Ref, None]] = {}
         self._added: dict[Binding, list[Ref]] = {}  # what `append`, `extend`, ... put in a container name
         self.grad: GradState = MODULE_STATE  # the grad mode here, as far as this file tells
         self._guarded: dict[tuple[str, bool], dict[Ref, None]] = {}  # (function, shielded) -> refs
@@ -366,7 +367,8 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         names = {name: refs for name, bindings in module.bindings.items()
                  if (refs := self._binding_refs(bindings, 0))}
         return ModuleSummary(self.functions, self.classes, names, self._regions(), self._backwards(),
-                             self.properties, self.lambdas)
+                             self.properties, self.lambdas,
+                             {name: tuple(refs) for name, refs in self._returns.items() if refs})
 
     # -- what an expression refers to -------------------------------------------------------------
 
@@ -409,8 +411,15 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             position, keyword = entry.argument if entry else (0, "func")
             return tuple([("wrap", ref)
                           for ref in self.refs(_first_argument(call, position, keyword), scope, depth + 1)])
-        if isinstance(func, ast.Attribute) and func.attr in _RETURN_THE_MODULE and not names:
+        if isinstance(func, ast.Attribute) and func.attr in library.RETURNS_RECEIVER and not names:
             return self.refs(func.value, scope, depth + 1)  # `Net().eval()`
+        if names:
+            argument = library.argument_of(library.RETURNS_ARGUMENT, names)  # `copy.deepcopy(net)`
+            if argument is not None:
+                return self.refs(_first_argument(call, *argument), scope, depth + 1)
+            argument = library.argument_of(library.WRAPS_AS_MODULE, names)  # `DistributedDataParallel(net)`
+            if argument is not None:
+                return tuple([("wrap", ref) for ref in self.refs(_first_argument(call, *argument), scope, depth + 1)])
         contents = self._constructed_container(call, names, scope, depth)
         if contents is not None:
             return contents
@@ -582,6 +591,33 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             return
         self._add_to(func.value, tuple([("box", ref) for ref in self.refs(value)]))
 
+    def _partial_entry(self, call: ast.Call) -> bool:
+        """`trace(f)` after `trace = partial(make_fx, tracing_mode="real")`: the entry point applied to
+        `f`, with the keywords `partial` bound (`pre_dispatch=True` switches make_fx's mode)."""
+        func = call.func
+        binding = self.scopes.only_binding(func, self.scope) if isinstance(func, ast.Name) else None
+        bound = binding.value if binding is not None else None
+        if not (isinstance(bound, ast.Call) and len(bound.args) == 1
+                and self.scopes.qualified_names(bound.func, binding.scope) & torch_names.PARTIAL):
+            return False
+        entry = entry_points.entry_point(self.scopes.qualified_names(bound.args[0], binding.scope))
+        if entry is None:
+            return False
+        self._applied(entry, call)
+        modes = entry.modes_for({**_literal_keywords(bound), **_literal_keywords(call)})
+        self._add_source(entry.name, modes, self.refs(_first_argument(call, *entry.argument)), call)
+        return True
+
+    def _hook(self, module: ast.expr, hook: ast.expr) -> None:
+        """`net.register_forward_hook(hook)`: running `net` runs `hook` too, as a module holding it;
+        on `self`, every instance of the class."""
+        refs = tuple([("box", ref) for ref in self.refs(hook)])
+        if refs and self.method_class is not None and self.refs(module) == (("inst", ("cls", self.method_class)),):
+            known = self.classes[self.method_class].attributes.get(library.HOOKS_ATTRIBUTE, ())
+            self.classes[self.method_class].attributes[library.HOOKS_ATTRIBUTE] = tuple(dict.fromkeys(known + refs))
+        else:
+            self._add_to(module, refs)
+
     def _add_to(self, container: ast.expr, refs: tuple[Ref, ...]) -> None:
         """Remember that `container` (a name, or `self.name`) holds `refs` too."""
         if not refs:
@@ -648,6 +684,17 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             scope = scope.parent
         self.lambdas[self.model.name_of(node)] = MODULE_BODY if scope.parent is None else self.model.name_of(scope.node)
         self._enter_function(node, [node.body])
+        self._returned(self.model.name_of(node), self.refs(node.body, self.scopes.enter(node, self.scope)))
+
+    def visit_Return(self, node: ast.Return) -> None:
+        self.generic_visit(node)
+        if node.value is not None:
+            self._returned(self.function, self.refs(node.value))
+
+    def _returned(self, function: str, refs: tuple[Ref, ...]) -> None:
+        returns = self._returns.setdefault(function, {})
+        for ref in refs:
+            returns[ref] = None
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         self._visit_all((*node.decorator_list, *node.bases, *node.keywords))
@@ -787,10 +834,14 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         func = node.func
         if type(func) is ast.Attribute and func.attr in _ADDS:
             self._container_call(node, func)
+        elif type(func) is ast.Attribute and func.attr in library.REGISTERS_HOOK and node.args:
+            self._hook(func.value, node.args[0])
         callees = self.refs(func)
         if not callees and not (isinstance(func, ast.Attribute) and func.attr == "trace"):
             return  # most calls of what is neither the project's nor PyTorch's: `len(x)`, `x.append(y)`
         names = _imported(callees)
+        if not names and self._partial_entry(node):
+            return
         if names:
             entry = entry_points.entry_point(names)
             if entry is not None:
@@ -806,8 +857,9 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
                     sources[-1].selection = self._selection(entry, node)
                     sources[-1].gradient_step = entry.name == "make_fx" and self._traces_a_gradient_step(node)
                 return
-            if names & entry_points.FUNCTIONAL_CALL:
-                callees = self.refs(_first_argument(node, 0, "module"))  # functional_call(module, ...) calls it
+            argument = library.argument_of(library.CALLS_ARGUMENT, names)
+            if argument is not None:  # `checkpoint(block, x)`, `functional_call(net, params, x)` call it
+                callees = self.refs(_first_argument(node, *argument))
         elif isinstance(func, ast.Attribute) and func.attr == "trace":
             receivers = self.refs(func.value)  # `Tracer().trace(model)`, checked when linked
             if receivers:

@@ -1,0 +1,53 @@
+"""What calls into torch and the standard library do with what they are given, as data: the call
+graph sees through them. One row per kind of behaviour, each name with a test in
+tests/test_library_torch.py that runs it and shows a region it hides is reached.
+
+Nothing here imports torch; names are the qualified names `Scopes.qualified_names` gives.
+"""
+from __future__ import annotations
+
+# Methods of a module that return the module itself: `Net().eval()` is still the `Net` instance.
+RETURNS_RECEIVER = frozenset({"eval", "train", "to", "cpu", "cuda", "float", "half", "double", "bfloat16",
+                              "requires_grad_", "to_empty", "share_memory", "apply", "zero_grad"})
+
+# Calls that return their argument, or an object of the same classes that runs the same code
+# (position, keyword of the argument). `torch.compile(m)` runs `m` too: it is an entry point
+# (entry_points), which wraps what it is given.
+RETURNS_ARGUMENT = {
+    "copy.deepcopy": (0, "x"),
+    "copy.copy": (0, "x"),
+}
+
+# Wrappers whose call runs the wrapped module and whose `.module` is it (position, keyword).
+_PARALLEL = ("torch.nn.DataParallel", "torch.nn.parallel.DataParallel", "torch.nn.parallel.data_parallel.DataParallel",
+             "torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel",
+             "torch.distributed.fsdp.FullyShardedDataParallel",
+             "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel")
+WRAPS_AS_MODULE = {name: (0, "module") for name in _PARALLEL}
+WRAPPED_ATTRIBUTE = "module"
+
+# Calls that call what they are given (position, keyword), as the call itself: `checkpoint(block, x)`
+# runs `block(x)`; `functional_call(net, params, x)` runs `net`.
+CALLS_ARGUMENT = {
+    "torch.utils.checkpoint.checkpoint": (0, "function"),
+    "torch.utils.checkpoint.checkpoint_sequential": (0, "functions"),
+    "torch.func.functional_call": (0, "module"),
+    "torch._functorch.functional_call.functional_call": (0, "module"),
+    "torch.nn.utils.stateless.functional_call": (0, "module"),
+    "functorch.functional_call": (0, "module"),
+}
+
+# Methods of a module that register a function run whenever the module runs (`forward` hooks run
+# around `forward`; backward hooks when its gradients are computed, inside a transform too).
+REGISTERS_HOOK = frozenset({"register_forward_hook", "register_forward_pre_hook", "register_full_backward_hook",
+                            "register_full_backward_pre_hook", "register_backward_hook"})
+HOOKS_ATTRIBUTE = "<hooks>"  # where a class keeps the hooks registered on `self`
+
+
+def argument_of(table: dict[str, tuple[int, str]], names: frozenset[str]) -> tuple[int, str] | None:
+    """The (position, keyword) of the argument a row of `table` names for a call of `names`."""
+    for name in names:
+        found = table.get(name)
+        if found is not None:
+            return found
+    return None
