@@ -165,10 +165,10 @@ def test_every_transform_and_tracer_of_the_table(tmp_path):
     release = behaviour(torch.__version__)
     for name in ("grad", "linearize"):  # zeros on every release for linearize, before 2.12 for grad
         zeros = release.outer_inference_mode[name] == "zeros"
-        assert by_row[at[f"in inference_mode: {name}"]]["severity"] == ("error" if zeros else "warning")
+        assert by_row[at[f"in inference_mode: {name}"]]["severity"] == ("error" if zeros else "note")
         assert ("returns zeros" in by_row[at[f"in inference_mode: {name}"]]["message"]) == zeros
-    assert by_row[at["in no_grad: grad"]]["message"].startswith("`grad(...)` ignores the `no_grad` region")
-    assert by_row[at["in no_grad: hessian"]]["message"].startswith("`hessian(...)` ignores")
+    assert by_row[at["in no_grad: grad"]]["message"].startswith("`grad(...)` differentiates as if the `no_grad` region")
+    assert by_row[at["in no_grad: hessian"]]["message"].startswith("`hessian(...)` differentiates")
     by_call = {d["related"][0]["location"]["row"]: d["message"] for d in report if d["code"] == "NG004"}
     assert [by_call[at[name]].split()[0] for name in ("hessian", "jacfwd", "dual_level")] == [
         "`hessian(...)`", "`jacfwd(...)`", "`with"]
@@ -215,14 +215,14 @@ FORMS_PROGRAM = """\
         return x
 
     def statement(x):
-        torch.set_grad_enabled(False)  # a statement has no end: not watched under forward mode
+        torch.set_grad_enabled(False)  # statement region
         s = x * x
         torch.set_grad_enabled(True)
         return s * x
 
     x, one = torch.tensor(1.5), torch.tensor(1.0)
     tf.jvp(statements, (x,), (one,))  # jvp statements
-    tf.jvp(statement, (x,), (one,))
+    tf.jvp(statement, (x,), (one,))  # jvp statement
     print("modes left", torch._C._is_torch_function_mode_enabled())
     make_fx(statements)(x)  # make_fx statements
     tf.jacfwd(second_iteration)(x)  # jacfwd second
@@ -262,6 +262,7 @@ def test_decorator_and_statement_forms_library_code_a_second_iteration_and_a_thr
         ("NG004", "helpers.py", lib["library region"], at["jvp library"]),
         ("NG004", "program.py", at["decorator"], at["thread"]),
         ("NG001", "program.py", at["vjp after statement"], at["statement off"]),
+        ("NG004", "program.py", at["statement region"], at["jvp statement"]),  # it ends where grad is on again
     }
     # torch's own model code counts too: spectral norm's power iteration, at its row in this release
     [spectral] = [finding for finding in found(report) if finding[1] == "parametrizations.py"]
@@ -406,13 +407,13 @@ def test_every_private_name_of_this_release_resolves():
 def test_the_report_uses_checks_json_keys(tmp_path):
     finding = hooks.Finding("NG004", "no_grad", hooks.Place("a.py", 3, 10, 3, 25),
                             hooks.Site("jvp", hooks.Place("a.py", 8, 7, 8, 20)), hits=2)
-    from lint_nograd.watch.report import diagnostics
+    from lint_nograd.watch.report import diagnostics_of
 
-    [diagnostic] = diagnostics([finding], "2.13.0")
+    [diagnostic] = diagnostics_of([finding], "2.13.0")
     [entry] = json.loads(render([diagnostic], "json"))
     assert entry["message"] == "`jvp(...)` ignores this `no_grad` region: forward-mode gradients flow through it [2 hits]"
     assert entry["related"][0]["message"] == "`jvp(...)` reaches it in forward mode"
-    assert diagnostics([finding], "2.13.0", select=("NG005",)) == []
+    assert diagnostics_of([finding], "2.13.0", codes=("NG005",)) == []
 
 
 def test_the_options_come_before_the_program_and_the_rest_is_the_programs():

@@ -15,7 +15,9 @@ constants change nothing, and are not findings. Imports torch.
 """
 from __future__ import annotations
 
+import ast
 import contextlib
+import dis
 import functools
 import importlib
 import operator
@@ -70,6 +72,7 @@ class Site:
 
     entry: str  # how messages name it: "jvp", "make_fx", "dual_level"
     place: Place
+    text: str = ""  # the call as written: `jacfwd(jacrev(f))`, `tf.grad(f)`
 
 
 @dataclass
@@ -147,6 +150,8 @@ class Watcher:
         self.entry_modules = -1
         self.places: dict[tuple, Place | None] = {}
         self.originals: list[tuple[type, str, Any]] = []
+        self.open: dict[int, _Region] = {}  # the watched regions not finished yet, of every thread
+        self.update_profile: Callable[[], None] = lambda: None  # set by the hooks
         self.wrappers: list[tuple[type, str, Any]] = []
 
     # -- the regions of a thread --
@@ -167,14 +172,44 @@ class Watcher:
             enabling.watch = ("pause", watched, len(_nodes(graph)))
 
     def closed(self, manager) -> None:
-        """The region `manager` opened ends (`NO_GRAD`: the innermost `no_grad`)."""
+        """The region `manager` opened ends (`NO_GRAD`: the innermost `no_grad`), and the
+        statements that turned grad mode off inside it with it."""
         stack = self.stack()
         for index in range(len(stack) - 1, -1, -1):
             if stack[index].manager is manager:
-                region = stack.pop(index)
-                if region.watch is not None:
-                    self.finish(region)
+                while len(stack) > index + 1 and stack[-1].pending:
+                    self.end(stack.pop())
+                self.end(stack.pop(index))
                 return
+
+    def end_statements(self, frame: types.FrameType | None = None) -> None:
+        """A statement ends the one before it, as returning ends those of its function (`frame`)."""
+        stack = self.stack()
+        while stack and stack[-1].pending and (frame is None or stack[-1].frame is frame):
+            self.end(stack.pop())
+
+    def end(self, region: _Region) -> None:
+        if region.watch is not None:
+            self.finish(region)
+            if region.pending:
+                self.update_profile()
+
+    def forked(self) -> None:
+        """In a forked child: what the parent found is the parent's to report."""
+        with self.lock:
+            self.findings.clear()
+
+    def found(self) -> list[Finding]:
+        """The findings so far, with those of regions still open (a statement that never turned
+        grad mode back on; a tracer that left it off)."""
+        with self.lock:
+            found = {key: Finding(f.code, f.api, f.region, f.site, f.hits) for key, f in self.findings.items()}
+            still_open = list(self.open.values())
+        for region in still_open:
+            code, place, site, state = region.watch
+            if state.seen if code == "NG004" else _records_program_values(*state):
+                found.setdefault((code, place, site), Finding(code, region.api, place, site)).hits += 1
+        return list(found.values())
 
     def innermost(self) -> _Region | None:
         stack = self.stack()
@@ -207,13 +242,18 @@ class Watcher:
         if site is None or site.entry in _KEEPING:
             return
         if forward:
-            mode = _TangentWatch(self)
+            mode = _TangentWatch(self, region.frame if region.pending else None)
             mode.__enter__()
             region.watch = ("NG004", place, site, mode)
-            return
-        graph, count = self.recording_graph(region.frame)
-        if graph is not None:
+        else:
+            graph, count = self.recording_graph(region.frame)
+            if graph is None:
+                return
             region.watch = ("NG005", place, site, (graph, count, []))
+        with self.lock:
+            self.open[id(region)] = region
+        if region.pending:  # a statement's region ends where its function returns: watch for that
+            self.update_profile()
 
     def finish(self, region: _Region) -> None:
         if region.watch[0] == "pause":
@@ -221,7 +261,10 @@ class Watcher:
             graph, _, skipped = watched.watch[3]
             skipped.append(range(start, len(_nodes(graph))))
             return
+        with self.lock:
+            self.open.pop(id(region), None)
         code, place, site, state = region.watch
+        region.watch = None
         if code == "NG004":
             with contextlib.suppress(Exception):  # a mode the program left open above ours
                 state.__exit__(None, None, None)
@@ -268,31 +311,37 @@ class Watcher:
         the first frame outside torch past the frames of an entry point. With `transforms_only`,
         `frame` is inside functorch and only a torch.func transform counts."""
         codes = self.entry_points()
-        found = found_in = None
+        found = None
         while frame is not None:
             entry = codes.get(frame.f_code)
             if entry is not None:
-                found, found_in = entry, frame
+                found = entry
             elif not _library(frame.f_code.co_filename):
                 if found is not None:
                     if transforms_only and (found.name not in TRANSFORMS or "torch.func." + found.name
                                             not in found.qualified_names):
                         return None
-                    place = self.place(frame, frame.f_lineno)
-                    return Site(self.named(found, found_in), place) if place else None
+                    return self.site(frame, found)
                 if transforms_only:
                     return None
             frame = frame.f_back
         return None
 
-    def named(self, entry: EntryPoint, frame: types.FrameType) -> str:
-        """How a message names the call: `hessian` is `jacfwd(jacrev(f))`, and its own frame is
-        gone when the function it returned runs."""
-        if entry.name == "jacfwd":
-            inner = getattr(frame.f_locals.get("func"), "__code__", None)
-            if inner is not None and getattr(self.entry_codes.get(inner), "name", None) == "jacrev":
-                return "hessian"
-        return entry.name
+    def site(self, frame: types.FrameType, entry: EntryPoint) -> Site | None:
+        """The call in `frame` that runs `entry`, named as written, as `check` names it: the
+        transform of `jacfwd(jacrev(f))(x)` is `jacfwd(jacrev(f))` (hessian's frames say jacfwd
+        too), and `tf.hessian(g)(x)` is `hessian`."""
+        key = (frame.f_code, frame.f_lasti, "call")
+        if key not in self.places:
+            place = self.place(frame, frame.f_lineno)
+            written = place and _written_call(frame.f_code, frame.f_lasti)
+            name, text = entry.name, ""
+            if written:
+                (row, col, end_row, end_col), text, callee = written
+                place = Place(place.path, row, col, end_row, end_col)
+                name = next((e.name for e in ENTRY_POINTS if callee == e.name or callee.endswith("." + e.name)), name)
+            self.places[key] = place and Site(name, place, text)
+        return self.places[key]
 
     def dual_level_site(self) -> Site | None:
         self.stack()
@@ -436,6 +485,54 @@ def _columns(code: types.CodeType, lasti: int, row: int, api: str = "") -> tuple
     return row, len(text) - len(text.lstrip()) + 1, row, len(text) + 1
 
 
+def _written_call(code: types.CodeType, lasti: int) -> tuple[tuple[int, int, int, int], str, str] | None:
+    """The call the instruction at `lasti` makes, as written: its place, its text and its callee's
+    dotted name; for `T(f)(x)` those of `T(f)`, the transform the program applies. None where
+    Python does not know the instruction's columns (before 3.11)."""
+    positions = list(getattr(code, "co_positions", lambda: ())())
+    if lasti // 2 >= len(positions):
+        return None
+    row, end_row, col, end_col = positions[lasti // 2]
+    if None in (row, end_row, col, end_col):
+        return None
+    lines = [linecache_line(code.co_filename, number).encode() for number in range(row, end_row + 1)]
+    if not lines[0]:
+        return None
+    text = lines[0][col:end_col] if row == end_row else b"".join([lines[0][col:], *lines[1:-1], lines[-1][:end_col]])
+    try:
+        call = ast.parse(b"(" + text + b")", mode="eval").body
+    except (SyntaxError, ValueError):
+        return None
+    if not isinstance(call, ast.Call):
+        return None
+    if isinstance(call.func, ast.Call):
+        call = call.func
+
+    def at(line: int, column: int) -> tuple[int, int]:  # in the parsed text -> in the file, 1-based
+        return row + line - 1, (col + column - 1 if line == 1 else column) + 1
+
+    start, end = at(call.lineno, call.col_offset), at(call.end_lineno, call.end_col_offset)
+    written = ast.get_source_segment("(" + text.decode(errors="replace") + ")", call) or ""
+    return (*start, *end), " ".join(written.split()), _dotted(call.func)
+
+
+def _dotted(node: ast.expr) -> str:
+    """`tf.hessian` for the callee `tf.hessian`; "" for one that is no dotted name."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else ""
+
+
+_RETURNS = frozenset(dis.opmap[name] for name in ("RETURN_VALUE", "RETURN_CONST") if name in dis.opmap)
+
+
+def _returned(frame: types.FrameType) -> bool:
+    """Whether a frame's function has returned (its last instruction was a return)."""
+    return frame.f_code.co_code[frame.f_lasti] in _RETURNS
+
+
 def _nodes(graph) -> list:
     """The nodes of an fx Graph or of a TorchScript graph, in order."""
     return list(graph.nodes) if isinstance(graph, torch.fx.Graph) else list(graph.nodes())
@@ -452,22 +549,35 @@ def _records_program_values(graph, count: int, skipped: list[range]) -> bool:
         added = set(new)
         return any(node.op == "get_attr" or any(used not in added for used in node.all_input_nodes)
                    for node in new if node.op != "output")
-    made = {value.debugName() for node in new for value in node.outputs()}  # TorchScript nodes: by value
-    return any(node.kind() == "prim::GetAttr" or any(value.debugName() not in made for value in node.inputs())
-               for node in new)
+    # TorchScript nodes, by value, with those nested in blocks: a submodule's call is recorded as a
+    # prim::TracedModuleForward whose block computes on the program's values
+    new = [*_nested(new)]
+    made = {value.debugName() for node in new for value in node.outputs()}
+    made |= {value.debugName() for node in new for block in node.blocks() for value in block.inputs()}
+    return any(node.kind() in ("prim::GetAttr", "prim::TracedAttr")
+               or any(value.debugName() not in made for value in node.inputs()) for node in new)
+
+
+def _nested(nodes):
+    for node in nodes:
+        yield node
+        for block in node.blocks():
+            yield from _nested(block.nodes())
 
 
 class _TangentWatch(TorchFunctionMode):
     """Inside a region under forward mode: does a value computed there carry a tangent?"""
 
-    def __init__(self, watcher: Watcher) -> None:
+    def __init__(self, watcher: Watcher, statement: types.FrameType | None = None) -> None:
         super().__init__()
         self.watcher = watcher
+        self.statement = statement  # the frame of a statement's region: it ends when it returns
         self.seen = False
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         result = func(*args, **(kwargs or {}))
-        if not self.seen and not torch.is_grad_enabled():  # not under an enable_grad inside the region
+        # not under an enable_grad inside the region, nor after its function returned
+        if not self.seen and not torch.is_grad_enabled() and (self.statement is None or not _returned(self.statement)):
             self.seen = self.carries_tangent(result)
         return result
 
@@ -521,7 +631,7 @@ def _hooks(w: Watcher) -> list[tuple[type, str, Any]]:
         if stack and not disabling and stack[-1].watch is not None:
             w.pause(stack[-1], region)
         stack.append(region)
-        if disabling and not pending and misreading():  # a statement has no end to watch until
+        if disabling and misreading():
             w.watch(region)
 
     def misreading():
@@ -582,8 +692,8 @@ def _hooks(w: Watcher) -> list[tuple[type, str, Any]]:
             stack = local.stack
         except AttributeError:
             stack = w.stack()
-        while stack and stack[-1].pending:  # a statement ends the one before it
-            stack.pop()
+        if stack and stack[-1].pending:
+            w.end_statements()
         if mode:
             opened(self, "set_grad_enabled(True)", False, False, caller, True)
         else:
@@ -599,8 +709,10 @@ def _hooks(w: Watcher) -> list[tuple[type, str, Any]]:
             stack = w.stack()
         if stack and stack[-1].manager is self and stack[-1].pending:
             stack[-1].pending = False  # the `with` of a set_grad_enabled(...): a region with an end
-            if stack[-1].disabling and misreading():
-                w.watch(stack[-1])
+            if stack[-1].watch is not None:
+                if stack[-1].watch[0] == "NG004":
+                    stack[-1].watch[3].statement = None
+                update_profile()
         else:
             opened(self, f"set_grad_enabled({bool(self.mode)})", not self.mode, False, getframe(1))
 
@@ -636,6 +748,23 @@ def _hooks(w: Watcher) -> list[tuple[type, str, Any]]:
         opened(self, "forward grad", False, False, getframe(1))
 
     dual_enter, dual_exit = forward_ad.dual_level.__enter__, forward_ad.dual_level.__exit__
+    c_set_grad_enabled, is_grad_enabled = torch._C._set_grad_enabled, torch.is_grad_enabled
+
+    def profile(frame, event, argument):
+        """Under forward mode, and while a statement's region is watched: what no context manager
+        shows, grad mode set by calling `torch._C._set_grad_enabled` itself (library code does),
+        and the return of a function that turned it off with a statement."""
+        if event == "c_return":
+            if argument is c_set_grad_enabled and not _machinery(frame.f_code.co_filename):
+                stack = w.stack()
+                if stack and stack[-1].pending:
+                    w.end_statements()
+                if not is_grad_enabled():
+                    opened(object(), "_set_grad_enabled(False)", True, False, frame, True)
+        elif event == "return":
+            stack = local.stack
+            if stack and stack[-1].pending and stack[-1].frame is frame:
+                w.end_statements(frame)
 
     def dual_level__enter__(self):
         caller = getframe(1)
@@ -643,14 +772,28 @@ def _hooks(w: Watcher) -> list[tuple[type, str, Any]]:
         level = dual_enter(self)
         w.stack()
         place = None if _library(caller.f_code.co_filename) else w.place(caller, caller.f_lineno)
-        w.local.dual_levels.append(place)
+        local.dual_levels.append(place)
+        update_profile()
         return level
 
     def dual_level__exit__(self, *exc):
         w.stack()
-        if w.local.dual_levels:
-            w.local.dual_levels.pop()
+        if local.dual_levels:
+            local.dual_levels.pop()
+            update_profile()
         return dual_exit(self, *exc)
+
+    def update_profile():
+        """Profile the thread while forward mode runs or a statement's region is watched, unless
+        a profiler of the program does."""
+        needed = bool(local.dual_levels) or any(region.pending and region.watch for region in local.stack)
+        current = sys.getprofile()
+        if needed and current is None:
+            sys.setprofile(profile)
+        elif not needed and current is profile:
+            sys.setprofile(None)
+
+    w.update_profile = update_profile
 
     hooks = [
         (enable_grad, "__enter__", enable_grad__enter__), (enable_grad, "__exit__", exit_of(enable_grad)),

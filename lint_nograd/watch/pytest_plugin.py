@@ -1,5 +1,7 @@
 """`pytest --nograd-watch`: watch the test session and report what the watcher found at its end;
-`--nograd-watch-strict` also fails the session when it found something.
+`--nograd-watch-strict` also fails the session on what `check` would fail on (errors and
+warnings; notes with `exit-non-zero-on-note`), and says so. The codes are those `[tool.lint-nograd]`
+of the project's pyproject.toml selects, then `--nograd-watch-select`/`--nograd-watch-ignore`.
 
 Registered through the `pytest11` entry point, so pytest loads it in every session of an
 environment where lint-nograd is installed: it imports nothing heavy (no torch) unless asked.
@@ -14,27 +16,48 @@ def pytest_addoption(parser) -> None:
     group.addoption("--nograd-watch", action="store_true",
                     help="report grad-disabling regions that transforms or tracers misread while the tests run")
     group.addoption("--nograd-watch-strict", action="store_true",
-                    help="as --nograd-watch, and fail the session when there is a finding")
+                    help="as --nograd-watch, and fail the session on what `lint-nograd check` fails on")
+    group.addoption("--nograd-watch-select", metavar="CODES", default=None,
+                    help="the codes or prefixes to report, as `check --select` (default: [tool.lint-nograd]'s)")
+    group.addoption("--nograd-watch-ignore", metavar="CODES", default="",
+                    help="codes or prefixes not to report, as `check --ignore`")
 
 
 def _on(config) -> bool:
     return config.getoption("nograd_watch") or config.getoption("nograd_watch_strict")
 
 
-def pytest_configure(config) -> None:
-    if _on(config):
-        from lint_nograd.watch.startup import Settings, start
+def _codes(value: str | None):
+    return None if value is None else tuple(code for code in value.split(",") if code.strip())
 
-        start(Settings(), report_at_exit=False)
+
+def pytest_configure(config) -> None:
+    if not _on(config):
+        return
+    from lint_nograd.watch.settings import SettingsError, resolve
+    from lint_nograd.watch.startup import Settings, start
+
+    settings = Settings(select=_codes(config.getoption("nograd_watch_select")),
+                        ignore=_codes(config.getoption("nograd_watch_ignore")),
+                        strict=config.getoption("nograd_watch_strict"))
+    try:
+        resolve(settings, config.rootpath)
+    except SettingsError as error:
+        raise pytest.UsageError(f"lint-nograd watch: {error}") from None
+    start(settings, report_at_exit=False)
+
+
+def _why_failed() -> str:
+    from lint_nograd.watch.settings import why_failed
+    from lint_nograd.watch.startup import findings, settings
+
+    return why_failed(findings(), settings().exit_non_zero_on_note)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session, exitstatus) -> None:
-    if session.config.getoption("nograd_watch_strict") and exitstatus == pytest.ExitCode.OK:
-        from lint_nograd.watch.startup import findings
-
-        if findings():
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if session.config.getoption("nograd_watch_strict") and exitstatus == pytest.ExitCode.OK and _why_failed():
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
@@ -43,6 +66,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     from lint_nograd.watch.report import text
     from lint_nograd.watch.startup import findings
 
-    found = findings()
     terminalreporter.section("lint-nograd watch")
-    terminalreporter.write(text(found, "text").removeprefix("lint-nograd watch:\n") or "No findings.\n")
+    terminalreporter.write(text(findings(), "text").removeprefix("lint-nograd watch:\n") or "No findings.\n")
+    why = _why_failed() if config.getoption("nograd_watch_strict") else ""
+    if why:
+        terminalreporter.write_line(why.rstrip("\n"), red=True)
