@@ -91,12 +91,12 @@ def main() -> None:
             name = f"{category}/{program.name}"
             if options.misses and expected != found or name in options.show:
                 print(f"{name}: missed {sorted(expected - found)} extra {sorted(found - expected)}")
-    print(f"{'category':<14} {'recall':>7} {'precision':>9} {'exact':>7}")
+    print(f"{'category':<14} {'recall':>7} {'precision':>9} {'exact':>7} {'edges':>6} {'found':>6}")
     for category, row in [*sorted(totals.items()), ("total", [sum(r[i] for r in totals.values()) for i in range(5)])]:
         both, found, expected, exact, count = row
         recall = both / expected if expected else 1.0
         precision = both / found if found else 1.0
-        print(f"{category:<14} {recall:>7.2f} {precision:>9.2f} {f'{exact}/{count}':>7}")
+        print(f"{category:<14} {recall:>7.2f} {precision:>9.2f} {f'{exact}/{count}':>7} {expected:>6} {found:>6}")
 
 
 if __name__ == "__main__":

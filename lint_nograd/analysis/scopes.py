@@ -93,10 +93,10 @@ class _Binder:
         if isinstance(target, ast.Name):
             self.bind(target.id, target, value=value)
         elif isinstance(target, (ast.Tuple, ast.List)):
-            for element in target.elts:
-                self.targets(element)
+            for element, part in zip(target.elts, _unpacked(target.elts, value)):
+                self.targets(element, part)
         elif isinstance(target, ast.Starred):
-            self.targets(target.value)
+            self.targets(target.value, value)
 
     def statements(self, statements: list) -> None:
         for statement in statements:
@@ -142,9 +142,8 @@ class _Binder:
                 self.bind(alias.asname or alias.name, node, imported=f"{module}{separator}{alias.name}")
 
     def assign(self, node: ast.Assign) -> None:
-        single = len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-        for target in node.targets:
-            self.targets(target, node.value if single else None)
+        for target in node.targets:  # `a = b = f`, `a, b = f, g`
+            self.targets(target, node.value)
 
     def ann_assign(self, node: ast.AnnAssign) -> None:
         self.targets(node.target, node.value)
@@ -282,6 +281,22 @@ class Scopes:
         """The binding `name` refers to, when there is exactly one it may refer to."""
         bindings = self.lookup(scope, name.id, (name.lineno, name.col_offset))
         return bindings[0] if len(bindings) == 1 else None
+
+
+def _unpacked(targets: list[ast.expr], value: ast.expr | None) -> list[ast.expr | None]:
+    """The value each of `targets` takes from `value`: its elements when it is a tuple or list written
+    out (`a, *b = f, g, h`: `b` takes `[g, h]`), else unknown (None)."""
+    if not isinstance(value, (ast.Tuple, ast.List)) or any(isinstance(e, ast.Starred) for e in value.elts):
+        return [None] * len(targets)
+    starred = [index for index, target in enumerate(targets) if isinstance(target, ast.Starred)]
+    elements = value.elts
+    if not starred:
+        return list(elements) if len(elements) == len(targets) else [None] * len(targets)
+    at, after = starred[0], len(targets) - starred[0] - 1
+    if len(starred) > 1 or len(elements) < at + after:
+        return [None] * len(targets)
+    rest = ast.copy_location(ast.List(elts=elements[at:len(elements) - after], ctx=ast.Load()), value)
+    return [*elements[:at], rest, *elements[len(elements) - after:]]
 
 
 def _type_checking(test: ast.expr) -> bool:

@@ -260,10 +260,38 @@ class Project:
             for value in self.resolve(module, ref[1], depth + 1):
                 if value[0] == "C":
                     yield ("S", value[1], value[2])
+        elif kind == "decorated":
+            yield from self._decorated(module, ref, depth)
         elif kind == "read":  # `self.features` runs its getter when it is a property
             for value in self.resolve(module, ref[1], depth + 1):
                 if value[0] == "F" and value[3] and value[2] in self._properties(value[1]):
                     yield value
+
+    def _decorated(self, module: str, ref: Ref, depth: int) -> Iterator[Value]:
+        """`@dec def f`: what `dec(f)` returns (`f` where it returns its parameter); `f` itself when
+        `dec` is none of the project's functions (`@torch.no_grad()`, `@functools.wraps(g)`)."""
+        plain = True
+        for decorator in self.resolve(module, ref[2], depth + 1):
+            if decorator[0] == "C":  # a class decorating a function: an instance holding it
+                plain = False
+                yield ("I", decorator[1], decorator[2])
+                continue
+            for function in self.runs(decorator):
+                plain = False
+                params = self.function((function[1], function[2])).params[1 if function[3] else 0:]
+                given = ("P", function[1], function[2], params[0]) if params else None
+                for value in self.returned(function, depth + 1):
+                    if value == given:
+                        yield from self.resolve(module, ref[1], depth + 1)
+                        continue
+                    yield value
+                    wrapper = self.function((value[1], value[2])) if value[0] == "F" else None
+                    if given and wrapper and ("param", given[2], given[3]) in wrapper.calls:
+                        # a wrapper that calls what it was given (a closure: which one, a call site alone
+                        # tells): reach follows into the function too, as the wrapper's call would
+                        yield from self.resolve(module, ref[1], depth + 1)
+        if plain:
+            yield from self.resolve(module, ref[1], depth + 1)
 
     def returned(self, function: Value, depth: int = 0) -> Iterator[Value]:
         """What a function of the project may return."""
@@ -1002,7 +1030,7 @@ class _Everything:
 _EVERYTHING = _Everything()
 _LIBRARIES_THAT_READ_NOTHING = ("torch.", "math.", "numpy.", "functools.", "operator.")  # of our attributes
 # the kinds of ref whose value comes from an inner ref
-_WRAPPING = ("attr", "inst", "call", "wrap", "box", "item", "super", "read")
+_WRAPPING = ("attr", "inst", "call", "wrap", "box", "item", "super", "read", "decorated")
 _PASSED = ("param", "wrap")  # the kinds of ref that may stand for a parameter
 _UNSEEN = object()  # not looked up yet (None is an answer)
 _MAX_CLOSURE = 64  # the refs a closure walk looks at, at most

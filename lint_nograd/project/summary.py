@@ -42,6 +42,7 @@ Ref = tuple
 MODULE_BODY = ""  # the name under which the module's own code is summarised, like a function's
 
 _MAX_DEPTH = 8
+_MAX_DECORATED = 8  # the refs of one decorated function, at most
 
 
 @dataclass(frozen=True, slots=True)
@@ -444,7 +445,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
     def _one_binding_refs(self, binding: Binding, depth: int) -> tuple[Ref, ...]:
         node = binding.node
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return (("fn", self.model.name_of(node)),)
+            return self._decorated(node, binding.scope, depth)
         if isinstance(node, ast.ClassDef):
             return (("cls", self.model.name_of(node)),)
         if binding.imported:
@@ -662,7 +663,31 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             self.properties.append(target[1])
         for decorator in node.decorator_list:  # `@jacfwd`, `@partial(jacfwd, argnums=1)`
             self._decorator_source(decorator, target)
+        self._decorators_called(node)
         self._enter_function(node, node.body)
+
+    def _decorated(self, node: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope, depth: int) -> tuple[Ref, ...]:
+        """What the name a `def` binds holds: `("decorated", f, dec)` for each decorator, innermost first
+        (linking takes the function itself when the decorator is none of the project's)."""
+        refs: tuple[Ref, ...] = (("fn", self.model.name_of(node)),)
+        for decorator in reversed(node.decorator_list):
+            decorators = self.refs(decorator, scope, depth + 1)
+            if decorators and len(refs) * len(decorators) <= _MAX_DECORATED:
+                refs = tuple([("decorated", ref, dec) for ref in refs for dec in decorators])
+        return refs
+
+    def _decorators_called(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        """`@dec` calls `dec(f)` where the `def` is: a call of the enclosing function, passing `f`."""
+        decorated: tuple[Ref, ...] = (("fn", self.model.name_of(node)),)
+        for decorator in reversed(node.decorator_list):
+            callees = tuple([ref for ref in self.refs(decorator) if _may_run_a_function(ref)])
+            if callees:
+                calls = self._calls[self.function]
+                for ref in callees:
+                    calls[ref] = None
+                span = span_of(decorator, self.lines)
+                self.functions[self.function].call_sites.append(CallSite(callees, (decorated,), {}, span, _short(span)))
+                decorated = tuple([("decorated", ref, dec) for ref in decorated for dec in callees])[:_MAX_DECORATED]
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
@@ -690,6 +715,30 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         self.generic_visit(node)
         if node.value is not None:
             self._returned(self.function, self.refs(node.value))
+
+    def visit_Yield(self, node: ast.Yield) -> None:
+        """Calling a generator function returns what holds the values it yields."""
+        self.generic_visit(node)
+        if node.value is not None:
+            self._returned(self.function, tuple([("box", ref) for ref in self.refs(node.value)]))
+
+    def visit_Raise(self, node: ast.Raise) -> None:
+        """`raise Error` makes the instance: it calls the class."""
+        self.generic_visit(node)
+        if isinstance(node.exc, (ast.Name, ast.Attribute)):
+            calls = self._calls[self.function]
+            for ref in self.refs(node.exc):
+                if _may_run_a_function(ref):
+                    calls[ref] = None
+
+    def visit_For(self, node: ast.For) -> None:
+        """A loop over an object of the project calls its `__iter__`, then `__next__` on what that returns."""
+        self.generic_visit(node)
+        calls = self._calls[self.function]
+        for ref in self.refs(node.iter):
+            if ref[0] in ("call", "inst", "param", "attr") and _may_run_a_function(ref):
+                calls[("attr", ref, "__iter__")] = None
+                calls[("attr", ("call", ("attr", ref, "__iter__")), "__next__")] = None
 
     def _returned(self, function: str, refs: tuple[Ref, ...]) -> None:
         returns = self._returns.setdefault(function, {})
