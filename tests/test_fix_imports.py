@@ -78,6 +78,13 @@ CASES = {
         "import torch\nfrom Levenshtein import distance\nfrom torch import nn\n",
         f"import torch\nfrom Levenshtein import distance\n{ADDED}\nfrom torch import nn\n", ()),
     "after a docstring": ('"""A model."""\nimport torch\n', f'"""A model."""\nimport torch\n{ADDED}\n', ()),
+    "above a try block of imports, a blank line between": (
+        "try:\n    import torch\nexcept ImportError:\n    raise SystemExit('needs torch')\n",
+        f"{ADDED}\n\ntry:\n    import torch\nexcept ImportError:\n    raise SystemExit('needs torch')\n", ()),
+    "above an if block of imports, after a docstring": (
+        '"""A model."""\nif True:\n    import torch\n', f'"""A model."""\n{ADDED}\n\nif True:\n    import torch\n', ()),
+    "one blank line, not the code's own two": (
+        "\n\nif True:\n    import torch\n", f"{ADDED}\n\nif True:\n    import torch\n", ()),
 }
 
 

@@ -109,10 +109,11 @@ def import_edit(tree: ast.Module, lines: list[str], line: str, newline: str,
         row = first_line(body[start]) if start < len(body) else len(lines) + 1
         if row > len(lines):  # nothing after the docstring, or an empty file
             return _after(lines, start and body[start - 1].end_lineno, line, newline, blank_before=bool(start))
-        # above the blank lines before the code, which then follow the import as isort wants them
+        blank = 0  # the blank lines before the code: isort wants two before a def or class, else one
         while row > 1 and not lines[row - 2].strip() and (not start or row - 1 > body[start - 1].end_lineno):
-            row -= 1
-        return Edit(line + newline, row, 1, row, 1)
+            row, blank = row - 1, blank + 1
+        wanted = 2 if isinstance(body[start], (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else 1
+        return Edit(line + newline * (1 + wanted), row, 1, row + blank, 1)
     added = ast.parse(line).body[0]
     merged = _merged_import(block, lines, added)
     if merged is not None:
