@@ -211,7 +211,9 @@ def plan_jobs(options: argparse.Namespace, cwd: Path | None = None, paths: list[
     else of the paths given)."""
     cwd = cwd or Path.cwd()
     paths = paths or options.paths or ["."]
-    config = load_config(options.config, cwd, options.isolated, [] if options.stdin_filename else paths)
+    # standard input is checked as the file it names would be, in that file's project (as ruff does)
+    config = load_config(options.config, cwd, options.isolated, [options.stdin_filename] if options.stdin_filename
+                         else paths)
     command_line = RuleSelection(
         select=None if options.select is None else expand_selectors(options.select, "--select"),
         extend_select=expand_selectors(options.extend_select, "--extend-select"),
@@ -248,7 +250,7 @@ def plan_jobs(options: argparse.Namespace, cwd: Path | None = None, paths: list[
         plan.assumed = (f"torch {named} is newer than the releases lint-nograd knows: "
                         f"reporting what torch {assumed_row(named)} does")
     # the project the given files belong to: its other files are read for what they define and call
-    root = project_root(config, [] if options.stdin_filename else given, cwd, options.isolated)
+    root = project_root(config, given, cwd, options.isolated)
     plan.import_roots = [Path(os.path.normpath(root / src)) for src in config.src]
     plan.fixes = replace(plan.fixes, first_party=first_party_modules(root, plan.import_roots))
     if [Path(os.path.abspath(cwd / path)) for path in given] == [root]:

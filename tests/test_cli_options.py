@@ -72,6 +72,22 @@ def test_a_dash_reads_standard_input(project, args, shown):
     assert "No findings." in fixed.stderr and list(project.iterdir()) == [project / "pyproject.toml"]
 
 
+def test_standard_input_is_checked_in_the_project_of_the_name_it_is_given(project):
+    """As ruff: `--stdin-filename sub/x.py` takes the settings of sub/pyproject.toml, and the
+    modules of the project rooted there."""
+    package = project / "sub" / "pkg"
+    package.mkdir(parents=True)
+    (project / "sub" / "pyproject.toml").write_text('[tool.lint-nograd]\nextend-select = ["NG100"]\n')
+    (package / "__init__.py").write_text("")
+    (package / "model.py").write_text(
+        "import torch\n\n\ndef loss(x):\n    with torch.no_grad():\n        s = x.mean()\n    return x - s\n")
+    source = "from torch.func import jacfwd\n\nfrom pkg.model import loss\n\njacfwd(loss)\nx = 1  # noqa: NG001\n"
+    done = lint_nograd("check", "--output-format", "concise", "--stdin-filename", "sub/x.py", "-", cwd=project,
+                       stdin=source)
+    found = [line.split(" ")[:2] for line in done.stdout.splitlines() if line.startswith("sub/")]
+    assert found == [["sub/x.py:5:1:", "NG004"], ["sub/x.py:6:8:", "NG100"]], done.stdout + done.stderr
+
+
 # -q, -qq, --silent
 
 @pytest.mark.parametrize("quiet, lines", [(["-q"], 1), (["--quiet"], 1), (["-qq"], 0), (["--silent"], 0)])
