@@ -226,3 +226,12 @@ def test_a_notebook_s_findings_name_their_cell_in_every_ci_format(tmp_path):
     texts = [case.result[0].text if case.result else case.system_out  # a note is no failure
              for suite in junitparser.JUnitXml.fromfile(str(report)) for case in suite]
     assert [text.split(", col")[0] for text in texts] == [f"cell {c}, line {r}" for c, r in places]
+
+
+def test_gitlab_paths_are_plain_paths_not_uris(tmp_path):
+    """GitLab shows `location.path` as it is and finds the file by it: no percent-encoding."""
+    (tmp_path / "pyproject.toml").write_text("[tool.lint-nograd]\n")
+    (tmp_path / "sub dir").mkdir()
+    (tmp_path / "sub dir" / "sp ace%20.py").write_text((EXAMPLES / "meta_learning.py").read_text())
+    issues = json.loads(lint_nograd(tmp_path, "--output-format", "gitlab", "."))
+    assert issues and {issue["location"]["path"] for issue in issues} == {"sub dir/sp ace%20.py"}

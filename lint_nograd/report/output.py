@@ -502,7 +502,7 @@ def _gitlab(diagnostics: Sequence[Diagnostic], source_root: Path | None) -> list
     rows, so that a finding moved by an edit above it is the same finding in a merge request."""
     issues, seen = [], Counter()
     for d in diagnostics:
-        path = _artifact(d.path, source_root)["uri"] if source_root is not None else Path(d.path).as_posix()
+        path = _repository_path(d.path, source_root)
         key = (d.code, path, d.cell, d.source_line.strip(), _ROW_IN_MESSAGE.sub(r"\1#", d.message))
         seen[key] += 1
         fingerprint = hashlib.sha256(json.dumps([*key, seen[key]]).encode()).hexdigest()
@@ -521,6 +521,14 @@ def _gitlab(diagnostics: Sequence[Diagnostic], source_root: Path | None) -> list
             issue["content"] = {"body": d.help}
         issues.append(issue)
     return issues
+
+
+def _repository_path(path: str, source_root: Path | None) -> str:
+    """A plain path, not a URI (GitLab shows it as it is): from the repository's root when inside it."""
+    absolute = Path(os.path.abspath(path))
+    if source_root is not None and absolute.is_relative_to(source_root):
+        return absolute.relative_to(source_root).as_posix()
+    return Path(path).as_posix()
 
 
 # -- JUnit XML: a test suite per file, a failed test case per finding, as ruff writes it -------------
