@@ -85,3 +85,15 @@ def test_the_cache_folder_can_be_moved(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     if os.name == "posix" and os.uname().sysname == "Linux":
         assert cache.default_folder(project) == tmp_path / "xdg" / "lint-nograd" / "cross_module"
+
+
+@pytest.mark.skipif(not (os.name == "posix" and os.uname().sysname == "Linux"), reason="XDG folders are Linux's")
+@pytest.mark.parametrize("xdg", ["relative/cache", "./cache", ""])
+def test_a_relative_xdg_cache_home_is_ignored(tmp_path, monkeypatch, xdg):
+    """The XDG spec: a relative path in $XDG_CACHE_HOME is invalid and ignored (~/.cache is used),
+    rather than a cache in whatever folder the run starts from."""
+    monkeypatch.delenv("LINT_NOGRAD_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", xdg)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    assert cache.default_folder(tmp_path / "app") == tmp_path / "home" / ".cache" / "lint-nograd" / "app"

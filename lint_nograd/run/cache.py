@@ -76,7 +76,9 @@ def default_folder(root: Path) -> Path:
         elif sys.platform == "darwin":
             user = os.path.expanduser("~/Library/Caches")
         else:
-            user = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+            xdg = os.environ.get("XDG_CACHE_HOME", "")
+            # the XDG spec: a relative path is invalid and must be ignored
+            user = xdg if os.path.isabs(xdg) else os.path.expanduser("~/.cache")
         if not os.path.isabs(user):  # no home folder
             return (root / FOLDER_NAME).absolute()
         base = os.path.join(user, "lint-nograd")
