@@ -108,6 +108,156 @@ CASES = {
         {("main", "main.Base.__init__"), ("main", "main.Base.run")},
         {("main", "main.Child.other")},
     ),
+    "what a function returns": (
+        {"main.py": """
+            def target():
+                pass
+
+            def other():
+                pass
+
+            def make():
+                return target
+
+            def make_lambda():
+                return lambda: other()
+
+            make()()
+            make_lambda()()
+            """},
+        {("main", "main.make"), ("main", "main.target"), ("main", "main.make_lambda.<lambda1>"),
+         ("main.make_lambda.<lambda1>", "main.other")},
+        {("main", "main.other"), ("main.make", "main.target")},
+    ),
+    "decorators: the function given back, or the wrapper": (
+        {"main.py": """
+            import functools
+            import torch
+
+            def register(f):
+                return f
+
+            def logged(f):
+                @functools.wraps(f)
+                def wrapper():
+                    return f()
+                return wrapper
+
+            @register
+            def plain():
+                pass
+
+            @logged
+            def wrapped():
+                pass
+
+            @torch.no_grad()
+            def library():
+                pass
+
+            plain()
+            wrapped()
+            library()
+            """},
+        {("main", "main.register"), ("main", "main.plain"), ("main", "main.logged"),
+         ("main", "main.logged.wrapper"), ("main.logged.wrapper", "main.wrapped"), ("main", "main.library")},
+        {("main.register", "main.plain"), ("main.logged", "main.wrapped")},
+    ),
+    "unpacked and chained assignments": (
+        {"main.py": """
+            def f1():
+                pass
+
+            def f2():
+                pass
+
+            def f3():
+                pass
+
+            a, (b, c) = f1, (f2, f3)
+            first, *rest = f1, f2, f3
+            d = e = f2
+            b()
+            rest[0]()
+            e()
+            """},
+        {("main", "main.f2"), ("main", "main.f3")},
+        {("main", "main.f1")},
+    ),
+    "MRO, super() and attributes a subclass sets": (
+        {"main.py": """
+            class A:
+                def hello(self):
+                    pass
+                def run(self):
+                    self.action()
+
+            class B(A):
+                def __init__(self):
+                    self.action = self.go
+                def go(self):
+                    pass
+
+            class C(A):
+                def hello(self):
+                    super().hello()
+
+            class D(B, C):
+                pass
+
+            D().hello()
+            B().run()
+            """},
+        {("main", "main.C.hello"), ("main.C.hello", "main.A.hello"), ("main", "main.B.__init__"),
+         ("main.A.run", "main.B.go")},
+        {("main", "main.A.hello")},
+    ),
+    "iteration, generators and raise": (
+        {"main.py": """
+            class Counter:
+                def __iter__(self):
+                    return self
+                def __next__(self):
+                    raise Stop
+
+            class Stop(Exception):
+                def __init__(self):
+                    pass
+
+            def step():
+                pass
+
+            def steps():
+                yield step
+
+            for i in Counter():
+                pass
+            for s in steps():
+                s()
+            """},
+        {("main", "main.Counter.__iter__"), ("main", "main.Counter.__next__"), ("main.Counter.__next__", "main.Stop.__init__"),
+         ("main", "main.steps"), ("main", "main.step")},
+        {("main.steps", "main.step")},
+    ),
+    "a parameter called, whatever calls it": (
+        {"main.py": """
+            def one():
+                pass
+
+            def two():
+                pass
+
+            call = lambda f: f()
+
+            def twice(g, h):
+                g(h)
+
+            call(one)
+            twice(call, two)
+            """},
+        {("main.<lambda1>", "main.one"), ("main.<lambda1>", "main.two"), ("main.twice", "main.<lambda1>")},
+        {("main", "main.one"), ("main.twice", "main.two")},
+    ),
 }
 
 

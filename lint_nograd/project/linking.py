@@ -135,6 +135,10 @@ class Project:
         self._queue: deque = deque()
         self._reported_in: Optional[tuple[frozenset[str], dict]] = None
         self._flow: _FlowFacts | None = None  # the flow rule's facts, read once after linking
+        self._mros: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        self._unnamed_callees: dict[int, list[Value]] = {}  # by call site
+        self._passing: set[tuple[str, str, str]] = set()  # the parameters whose values are being found
+        self._subclass_index: tuple[int, dict] = (-1, {})  # (modules loaded, class -> its direct subclasses)
 
     # -- modules ------------------------------------------------------------------------------------
 
@@ -254,8 +258,7 @@ class Project:
                 yield ("B", value)
         elif kind == "item":
             for value in self.resolve(module, ref[1], depth + 1):
-                if value[0] == "B":
-                    yield value[1]
+                yield from self._elements_of(value, depth + 1)
         elif kind == "super":
             for value in self.resolve(module, ref[1], depth + 1):
                 if value[0] == "C":
@@ -266,6 +269,24 @@ class Project:
             for value in self.resolve(module, ref[1], depth + 1):
                 if value[0] == "F" and value[3] and value[2] in self._properties(value[1]):
                     yield value
+
+    def _elements_of(self, value: Value, depth: int) -> Iterator[Value]:
+        """What indexing or iterating `value` gives: a container's elements, what `__next__` of what
+        `__iter__` returns, the elements of what the calls pass to a parameter."""
+        kind = value[0]
+        if kind == "B":
+            yield value[1]
+        elif kind == "I":
+            for iterator in self._member(value[1], value[2], "__iter__", True, set()):
+                for made in self.returned(iterator, depth + 1):
+                    if made[0] == "B":  # a generator
+                        yield made[1]
+                    elif made[0] == "I":
+                        for step in self._member(made[1], made[2], "__next__", True, set()):
+                            yield from self.returned(step, depth + 1)
+        elif kind == "P" and self._following and depth < _MAX_DEPTH:
+            for passed in self.passed(value[1], value[2], value[3]):
+                yield from self._elements_of(passed, depth + 1)
 
     def _decorated(self, module: str, ref: Ref, depth: int) -> Iterator[Value]:
         """`@dec def f`: what `dec(f)` returns (`f` where it returns its parameter); `f` itself when
@@ -316,33 +337,102 @@ class Project:
             return self._member(value[1], value[2], name, kind == "I", set())
         if kind == "X":
             return (("X", f"{value[1]}.{name}"),)
+        if kind == "P" and self._following and depth < _MAX_DEPTH:  # an attribute of what the calls pass
+            return tuple(v for passed in self.passed(value[1], value[2], value[3])
+                         for v in self.attribute(passed, name, depth + 1))
         if kind == "W" and name == library.WRAPPED_ATTRIBUTE:  # `ddp.module` is what it wraps
             return (value[1],)
-        if kind == "S":  # `super().forward`: the first base, in order, that has it
-            for base in self._bases(value[1], value[2]):
-                found = self._member(base[1], base[2], name, True, set()) if base[0] == "C" else ()
-                if found:
-                    return found
+        if kind == "S":  # `super().forward`: the first class after this one, in its MRO, that has it
+            return self._member_in(self.mro(value[1], value[2])[1:], name, True)
         return ()
 
     def _member(self, module: str, cls: str, name: str, bound: bool, seen: set) -> tuple[Value, ...]:
-        """A method or attribute of a class, looked up through its bases (across modules)."""
+        """A method or attribute of a class, looked up in its MRO (across modules). On an instance, a
+        name no class of it defines may be an attribute its subclasses set (`self.child()` in a base
+        class, `self.child = ...` in each subclass); a method is not looked for so (which subclass
+        `self` is, the call that reaches the method tells)."""
         if (module, cls) in seen or len(seen) > _MAX_DEPTH:
             return ()
         seen.add((module, cls))
-        summary = self.summary(module)
-        info = summary.classes.get(cls) if summary else None
-        if info is None:
-            return ()
-        if name in info.methods:
-            return (("F", module, info.methods[name], bound),)
-        if name in info.attributes:
-            return tuple(v for ref in info.attributes[name] for v in self._stored(module, ref))
-        for base in self._bases(module, cls):
-            found = self._member(base[1], base[2], name, bound, seen) if base[0] == "C" else ()
-            if found:
-                return found
+        found = self._member_in(self.mro(module, cls), name, bound)
+        if found or not bound:
+            return found
+        return tuple(dict.fromkeys(self._set_by_subclasses(module, cls, name, seen)))
+
+    def _set_by_subclasses(self, module: str, cls: str, name: str, seen: set) -> Iterator[Value]:
+        for sub in self._subclasses(module, cls):
+            if sub in seen or len(seen) > _MAX_DEPTH:
+                continue
+            seen.add(sub)
+            info = self.summary(sub[0]).classes[sub[1]]
+            if name in info.methods:
+                continue
+            if name in info.attributes:
+                for ref in info.attributes[name]:
+                    yield from self._stored(sub[0], ref)
+            else:
+                yield from self._set_by_subclasses(*sub, name, seen)
+
+    def _member_in(self, order: list[tuple[str, str]], name: str, bound: bool) -> tuple[Value, ...]:
+        """The first class of `order` that defines `name`: its method; or, for an attribute, what each
+        class of `order` sets it to (a base's method may set it on this instance)."""
+        for module, cls in order:
+            summary = self.summary(module)
+            info = summary.classes.get(cls) if summary else None
+            if info is None:
+                continue
+            if name in info.methods:
+                return (("F", module, info.methods[name], bound),)
+            if name in info.attributes:
+                found: list[Value] = []
+                for other_module, other in order:
+                    other_summary = self.summary(other_module)
+                    other_info = other_summary.classes.get(other) if other_summary else None
+                    for ref in other_info.attributes.get(name, ()) if other_info else ():
+                        found += self._stored(other_module, ref)
+                return tuple(dict.fromkeys(found))
         return ()
+
+    def mro(self, module: str, cls: str) -> list[tuple[str, str]]:
+        """The class and its bases of the project in Python's order (C3); depth first where C3 finds
+        no order. Remembered as `resolve` remembers."""
+        key = (module, cls)
+        found = self._mros.get(key)
+        if found is not None:
+            return found
+        self._mros[key] = [key]  # a class among its own bases: itself
+        refused = self._refused
+        bases = [(base[1], base[2]) for base in self._bases(module, cls) if base[0] == "C"]
+        lines = [list(self.mro(*base)) for base in bases] + [bases]
+        order = [key]
+        while True:
+            lines = [line for line in lines if line]
+            if not lines:
+                break
+            head = next((line[0] for line in lines if not any(line[0] in other[1:] for other in lines)), lines[0][0])
+            if head not in order:
+                order.append(head)
+            for line in lines:
+                if line[0] == head:
+                    del line[0]
+        if self._refused == refused:
+            self._mros[key] = order
+        else:
+            del self._mros[key]
+        return order
+
+    def _subclasses(self, module: str, cls: str) -> list[tuple[str, str]]:
+        """The classes of the loaded modules that name this one among their bases."""
+        loaded = self.loaded()
+        if self._subclass_index[0] != len(loaded):
+            index: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
+            for other_module in loaded:
+                for other in self.summary(other_module).classes:
+                    for base in self._bases(other_module, other):
+                        if base[0] == "C" and (base[1], base[2]) != (other_module, other):
+                            index[(base[1], base[2])].append((other_module, other))
+            self._subclass_index = (len(loaded), index)
+        return self._subclass_index[1].get((module, cls), [])
 
     def _stored(self, module: str, ref: Ref) -> Iterator[Value]:
         """What an attribute holds: `self.residual = residual` in `__init__(self, residual)` holds
@@ -360,17 +450,27 @@ class Project:
         after the modules that call `function` by name are summarised; see `callers_wanted`)."""
         key = (module, function, parameter)
         if key in self._passed:
+            if key in self._passing:  # asked while it is found: what depends on it is not remembered
+                self._refused += 1
             return self._passed[key]
         self._passed[key] = ()
+        self._passing.add(key)
         owner = function.rpartition(".")[0]
         found: list[Value] = []
-        for caller, site in self._sites_named(called_as(function)):
+        for caller, site in self._sites_named(called_as(function) or _last_name(("fn", function))):
             for callee, bound, refs in self._helpers(caller, site):
                 if callee[1] == module and callee[2] == function and bound == parameter:
                     found += self._values(caller, refs)
             if function.endswith(".__init__") and parameter in site.keywords and any(
                     v[0] == "C" and v[1] == module and v[2] == owner for v in self._values(caller, site.callees)):
                 found += self._values(caller, site.keywords[parameter])  # a dataclass's field, by name
+        for caller, site, callees in self._unnamed_sites():  # `a(f)` with `a` a parameter, `make()(f)`
+            bound_here: list = []
+            for callee in callees:
+                if callee[1] == module and callee[2] == function:
+                    self._bind(callee, site, bound_here)
+            found += [v for _, bound, refs in bound_here if bound == parameter for v in self._values(caller, refs)]
+        self._passing.discard(key)
         self._passed[key] = tuple(dict.fromkeys(found))
         return self._passed[key]
 
@@ -384,6 +484,25 @@ class Project:
                         for last in {_last_name(ref) for ref in site.callees}:
                             self._by_last_name[last].append((module, site))
         return self._by_last_name.get(name, []) if name else []
+
+    def _unnamed_sites(self) -> list[tuple[str, object, list[Value]]]:
+        """The call sites whose callee no name tells (a parameter, what a call returns, an element),
+        with the functions they may call (a parameter's: what is passed to it)."""
+        self._sites_named("")  # every loaded module indexed
+        found = []
+        for caller, site in self._by_last_name.get("", []):
+            callees = self._unnamed_callees.get(id(site))
+            if callees is None:
+                self._unnamed_callees[id(site)] = []  # a site asked again while it is resolved calls nothing more
+                refused = self._refused
+                callees = list(dict.fromkeys(callee for value in self._values(caller, site.callees)
+                                             for callee in self._called(value, set())))
+                if self._refused == refused:
+                    self._unnamed_callees[id(site)] = callees
+                else:
+                    del self._unnamed_callees[id(site)]
+            found.append((caller, site, callees))
+        return found
 
     def callers_wanted(self) -> list[tuple[str, str]]:
         """The functions whose callers' arguments were asked for: (module, function)."""

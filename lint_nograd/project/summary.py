@@ -736,7 +736,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         self.generic_visit(node)
         calls = self._calls[self.function]
         for ref in self.refs(node.iter):
-            if ref[0] in ("call", "inst", "param", "attr") and _may_run_a_function(ref):
+            if ref[0] in ("call", "inst", "attr") and _may_run_a_function(ref) or ref[0] == "param":
                 calls[("attr", ref, "__iter__")] = None
                 calls[("attr", ("call", ("attr", ref, "__iter__")), "__next__")] = None
 
@@ -761,6 +761,8 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
                         self._attribute(name, target.id, statement.value)
             elif isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
                 self._field(name, statement, fields)
+            elif isinstance(statement, ast.ClassDef):  # `Outer.Inner`
+                self.classes[name].attributes[statement.name] = (("cls", self.model.name_of(statement)),)
             self.visit(statement)
         self.scope, self.method_class = outer
 
@@ -1118,7 +1120,7 @@ def _attribute_reads(lines: list[str], function: ast.AST) -> tuple[str, ...]:
 def _may_run_a_function(ref: Ref) -> bool:
     """Whether calling `ref` may run one of the project's functions: `x.mean()` on a parameter does
     not (what a parameter is, is not followed), calling the parameter itself may."""
-    if ref[0] == "param":
+    if ref[0] == "param" or ref[0] == "item" and ref[1][0] == "param":  # `f()`, `handlers[name]()`
         return True
     while ref[0] in ("attr", "call", "inst", "box", "item", "super"):
         ref = ref[1]
