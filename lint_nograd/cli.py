@@ -442,7 +442,9 @@ def watch(options: argparse.Namespace) -> int:
         raise ConfigError("--watch needs the watchfiles package: pip install watchfiles") from None
     options.watch = False
     root = load_config(options.config, Path.cwd(), options.isolated).root
-    paths = {root, *(Path(os.path.abspath(path)) for path in options.paths if os.path.exists(path))}
+    # a file given is watched through its folder: a file deleted is no longer watched, nor is it when it comes back
+    paths = {root, *(Path(os.path.abspath(path if os.path.isdir(path) else os.path.dirname(path) or "."))
+                     for path in options.paths if os.path.exists(path))}
     folders: set[str] = set()  # the folders the last run found files in
     cache_dir = os.path.realpath(options.cache_dir or default_folder(root))
 

@@ -34,9 +34,10 @@ def _as_at_a_terminal() -> None:
 class Watching:
     """`lint-nograd check --watch` in `folder`, its standard error read line by line as it comes."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, *paths: str):
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "lint_nograd", "check", "--watch", "--no-cache", "--output-format", "concise"],
+            [sys.executable, "-m", "lint_nograd", "check", "--watch", "--no-cache", "--output-format", "concise",
+             *paths],
             cwd=folder, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
             preexec_fn=_as_at_a_terminal)
         self.lines: queue.Queue[str] = queue.Queue()
@@ -126,3 +127,23 @@ def test_a_renamed_folder_is_checked_under_its_new_name_and_a_moved_out_one_is_g
     *first, renamed, edited, moved_out = runs
     assert first and all(run == ["pkg/n.py:5:9:"] for run in first), out
     assert (renamed, edited, moved_out) == (["lib/n.py:5:9:"], ["lib/n.py:7:9:"], []), out
+
+
+def test_a_file_given_is_watched_after_it_is_deleted_and_when_it_comes_back(project, tmp_path):
+    """`check --watch ../project/pkg/n.py` from another folder: the file's folder is watched."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    given = project / "pkg" / "n.py"
+    watching = Watching(elsewhere, str(given))
+    try:
+        watching.ready(given)
+        given.unlink()
+        watching.wait_for("File change detected")
+        watching.wait_for("Watching for file changes.")
+        given.write_text(NOT_FIXABLE)
+        watching.wait_for("File change detected")
+        watching.wait_for("Watching for file changes.")
+    finally:
+        out, err = watching.stop()
+    assert f"lint-nograd: error: path does not exist: {given}\n" in err
+    assert out.splitlines()[-2].startswith(f"{given}:5:9: NG001 ") and out.endswith("Found 1 note.\n"), out
