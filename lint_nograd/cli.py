@@ -20,7 +20,7 @@ from typing import TextIO
 from lint_nograd import __version__
 from lint_nograd.analysis.releases import assumed_row, default_target, target
 from lint_nograd.fix.fixer import Fixer
-from lint_nograd.fix.settings import FixSettings, first_party_modules
+from lint_nograd.fix.settings import FixSettings, declares_lint_nograd, first_party_modules
 from lint_nograd.fix.write import WriteError, replace_file, write_file
 from lint_nograd.report import output, suppression
 from lint_nograd.report.diagnostics import Diagnostic
@@ -252,7 +252,9 @@ def plan_jobs(options: argparse.Namespace, cwd: Path | None = None, paths: list[
     # the project the given files belong to: its other files are read for what they define and call
     root = project_root(config, given, cwd, options.isolated)
     plan.import_roots = [Path(os.path.normpath(root / src)) for src in config.src]
-    plan.fixes = replace(plan.fixes, first_party=first_party_modules(root, plan.import_roots))
+    plan.fixes = replace(plan.fixes, first_party=first_party_modules(root, plan.import_roots),
+                         may_add_shim=config.stop_gradient is not None or declares_lint_nograd(root),
+                         torch_version=plan.torch_version)
     if [Path(os.path.abspath(cwd / path)) for path in given] == [root]:
         plan.project_files = list(found.files)
     else:
@@ -557,6 +559,8 @@ def run_fix(options: argparse.Namespace) -> int:
     text_format = options.output_format in output.TEXT_FORMATS
     if text_format and fixed_files and not options.quiet:
         _write(sys.stderr, output.fixed_summary(fixed, fixed_files, imports, options.show_fixes, options.diff))
+    elif text_format and not options.quiet and not options.stdin_filename and (remaining or options.diff):
+        _write(sys.stderr, _nothing_fixed(remaining, plan.fixes))
     if options.diff:
         for error in errors:
             _report("error", error)
@@ -565,6 +569,19 @@ def run_fix(options: argparse.Namespace) -> int:
         return EXIT_FINDINGS if fixed_files and not options.exit_zero else EXIT_CLEAN
     return _finish(options, remaining, errors, sys.stderr if options.stdin_filename else sys.stdout, plan.unread,
                    plan.fixes.unsafe_fixes, plan.root, plan.exit_on_note)
+
+
+def _nothing_fixed(remaining: list[Diagnostic], fixes: FixSettings) -> str:
+    """What a `fix` that changed nothing says, as ruff does: how many findings have no fix, and
+    how many fixes `--unsafe-fixes` would apply."""
+    if not remaining:
+        return "Nothing to fix: no findings.\n"
+    unfixed = sum(d.fix is None for d in remaining)
+    hidden = sum(d.fix is not None and not fixes.applies(d.fix.applicability) for d in remaining)
+    parts = [f"{unfixed} finding{'s have' if unfixed != 1 else ' has'} no fix"] if unfixed else []
+    if hidden:
+        parts.append(f"{hidden} hidden fix{'es' * (hidden != 1)} can be enabled with the `--unsafe-fixes` option")
+    return f"Nothing to fix: {', '.join(parts) or 'no fix applies'}.\n"
 
 
 def _remove_unused_noqa(plan: Plan, jobs: list[Job], diagnostics: list[Diagnostic], errors: list[str],

@@ -22,7 +22,7 @@ import libcst as cst
 from libcst.codemod import CodemodCommand, SkipFile
 
 from lint_nograd.fix.rewrite import FIXABLE_CODES, fix_text
-from lint_nograd.fix.settings import FixSettings
+from lint_nograd.fix.settings import FixSettings, declares_lint_nograd
 from lint_nograd.run import runner
 from lint_nograd.run.cache import Cache
 from lint_nograd.run.config import (
@@ -53,7 +53,8 @@ class StopGradientCommand(CodemodCommand):
         codes = select_rules([config.rules]) & FIXABLE_CODES
         if path is not None:
             codes -= config.ignored_codes(path)
-        settings = FixSettings(config.stop_gradient or DEFAULT_STOP_GRADIENT, bool(config.unsafe_fixes))
+        settings = FixSettings(config.stop_gradient or DEFAULT_STOP_GRADIENT, bool(config.unsafe_fixes),
+                               may_add_shim=config.stop_gradient is not None or declares_lint_nograd(config.root))
         code = tree.code
         reach = _project_reach(path, code, codes, config) if codes and path is not None else None
         new_code = fix_text(code, codes, settings, reach) if codes else code

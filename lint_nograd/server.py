@@ -28,7 +28,7 @@ from pygls.uris import from_fs_path, to_fs_path
 from lint_nograd import __version__
 from lint_nograd.fix import noqa, rewrite
 from lint_nograd.fix.fixer import Fixer
-from lint_nograd.fix.settings import FixSettings, first_party_modules
+from lint_nograd.fix.settings import FixSettings, declares_lint_nograd, first_party_modules
 from lint_nograd.report import output
 from lint_nograd.report.diagnostics import Diagnostic, Edit
 from lint_nograd.run import runner
@@ -80,7 +80,8 @@ class Project:
                                  unsafe_fixes=bool(config.unsafe_fixes))
         self.patterns = compile_patterns([*exclude, *config.extend_exclude])
         self.import_roots = [Path(os.path.normpath(root / src)) for src in config.src]
-        self.fixes = replace(self.fixes, first_party=first_party_modules(root, self.import_roots))
+        self.fixes = replace(self.fixes, first_party=first_party_modules(root, self.import_roots),
+                             may_add_shim=config.stop_gradient is not None or declares_lint_nograd(root))
         self.cache = EditorCache(default_folder(root))
         self._files: list[tuple[Path, str]] | None = None
         self.alone = False
@@ -458,6 +459,17 @@ def create_server() -> LintServer:
         await ls.in_checker(refresh)
         ls.schedule_all()
 
+    @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+    @guarded
+    async def did_change_workspace_folders(ls: LintServer, params: types.DidChangeWorkspaceFoldersParams):
+        """A file's project depends on the workspace's folders (outside them all, it is checked alone)."""
+        def forget():
+            for project in ls.projects.values():
+                project.cache.write()
+            ls.projects.clear()
+        await ls.in_checker(forget)
+        ls.schedule_all()
+
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     @server.feature(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
     @guarded
@@ -531,5 +543,6 @@ def create_server() -> LintServer:
 
 
 def main() -> int:
-    create_server().start_io()
-    return 0
+    server = create_server()
+    server.start_io()
+    return 0 if server.protocol._shutdown else 1  # the protocol: `exit` without `shutdown` exits with 1

@@ -14,6 +14,7 @@ import sys
 from dataclasses import replace
 
 import pytest
+from cli_sources import DECLARES_LINT_NOGRAD
 from deadline import deadline
 from lint_nograd import cli
 from lint_nograd.fix import write
@@ -27,7 +28,7 @@ symlinks = pytest.mark.skipif(os.name == "nt", reason="POSIX symlinks")
 
 @pytest.fixture
 def project(tmp_path, monkeypatch):
-    (tmp_path / "pyproject.toml").write_text("[tool.lint-nograd]\n")
+    (tmp_path / "pyproject.toml").write_text(DECLARES_LINT_NOGRAD)
     (tmp_path / "good.py").write_text(FIXABLE)
     monkeypatch.chdir(tmp_path)
     return tmp_path
@@ -512,7 +513,7 @@ def test_a_notebook_nested_too_deeply_is_an_ng000(project, capsys):
     (project / "nb.ipynb").write_bytes(data)
     for command in ("check", "fix"):
         status, out, err = run(capsys, command, "nb.ipynb")
-        assert (status, err) == (1, "")
+        assert (status, err) == (1, "" if command == "check" else "Nothing to fix: 1 finding has no fix.\n")
         assert out.startswith("nb.ipynb:1:1: NG000 cannot read the notebook: its JSON is nested too deeply")
     assert (project / "nb.ipynb").read_bytes() == data
 

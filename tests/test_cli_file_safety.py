@@ -9,13 +9,13 @@ import threading
 from pathlib import Path
 
 import pytest
-from cli_sources import CLEAN, FIXABLE, NOT_FIXABLE
+from cli_sources import CLEAN, DECLARES_LINT_NOGRAD, FIXABLE, NOT_FIXABLE
 
 
 
 @pytest.fixture
 def project(tmp_path):
-    (tmp_path / "pyproject.toml").write_text("[tool.lint-nograd]\n")
+    (tmp_path / "pyproject.toml").write_text(DECLARES_LINT_NOGRAD)
     return tmp_path
 
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_sources import CLEAN, FIXABLE, NOT_FIXABLE
+from cli_sources import CLEAN, DECLARES_LINT_NOGRAD, FIXABLE, NOT_FIXABLE
 from lint_nograd import cli
 
 FIXED = """\
@@ -30,7 +30,7 @@ jacfwd(f)
 
 @pytest.fixture
 def project(tmp_path, monkeypatch):
-    (tmp_path / "pyproject.toml").write_text("[tool.lint-nograd]\n")
+    (tmp_path / "pyproject.toml").write_text(DECLARES_LINT_NOGRAD)
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -183,7 +183,8 @@ UNSAFE_FIXED = UNSAFE.replace("from torch.func import jacfwd\n", "from lint_nogr
 def test_unsafe_fixes_are_left_alone_by_default(project, capsys):
     (project / "m.py").write_text(UNSAFE)
     status, out, err = fix(capsys)
-    assert status == 1 and err == "" and (project / "m.py").read_text() == UNSAFE
+    assert status == 1 and (project / "m.py").read_text() == UNSAFE
+    assert err == "Nothing to fix: 1 hidden fix can be enabled with the `--unsafe-fixes` option.\n"
     assert out.endswith("Found 1 error.\nNo fixes available (1 hidden fix can be enabled with the "
                         "`--unsafe-fixes` option).\n")
     assert "m.py:6:10: NG004 `jacfwd(...)` ignores this `no_grad` region" in out and "[*]" not in out
@@ -256,7 +257,9 @@ def test_show_fixes_lists_each_region(project, capsys):
 def test_diff_exits_0_when_nothing_is_fixable(project, capsys):
     (project / "n.py").write_text(NOT_FIXABLE)
     (project / "u.py").write_text(UNSAFE)
-    assert fix(capsys, "--diff") == (0, "", "")
+    # it says that it ran, as ruff does: how many findings have no fix, how many fixes are hidden
+    assert fix(capsys, "--diff") == (0, "", "Nothing to fix: 1 finding has no fix, 1 hidden fix can be enabled "
+                                            "with the `--unsafe-fixes` option.\n")
     status, out, err = fix(capsys, "--diff", "--unsafe-fixes")
     assert status == 1 and "+        target = stop_gradient(teacher(x))\n" in out
     assert err == "Would fix 1 region in 1 file.\nWould add `from lint_nograd import stop_gradient` to 1 file.\n"

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_sources import FIXABLE, NOT_FIXABLE
+from cli_sources import DECLARES_LINT_NOGRAD, FIXABLE, NOT_FIXABLE
 from lint_nograd import cli
 
 NOTEBOOK = Path(__file__).parent / "fixtures" / "notebooks" / "meta_learning.ipynb"
@@ -20,7 +20,7 @@ NOTEBOOK = Path(__file__).parent / "fixtures" / "notebooks" / "meta_learning.ipy
 
 @pytest.fixture
 def project(tmp_path, monkeypatch):
-    (tmp_path / "pyproject.toml").write_text("[tool.lint-nograd]\n")
+    (tmp_path / "pyproject.toml").write_text(DECLARES_LINT_NOGRAD)
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -235,7 +235,7 @@ def test_config_may_be_a_lint_nograd_toml(project):
 def repository(tmp_path):
     (tmp_path / ".git").mkdir()
     (tmp_path / "pkg" / "sub").mkdir(parents=True)
-    (tmp_path / "pkg" / "pyproject.toml").write_text("[tool.lint-nograd]\n")
+    (tmp_path / "pkg" / "pyproject.toml").write_text(DECLARES_LINT_NOGRAD)
     (tmp_path / "pkg" / "sub" / "n.py").write_text(NOT_FIXABLE)
     (tmp_path / "pkg" / "other.py").write_text(NOT_FIXABLE)
     shutil.copy(NOTEBOOK, tmp_path / "pkg" / "sub" / "nb.ipynb")

@@ -334,6 +334,7 @@ def test_libcst_tool_runs_the_command(tmp_path: Path):
     """`-x` imports the command by its module path; `--no-format` skips libcst's formatter (black)."""
     target = tmp_path / "model.py"
     target.write_text(SOURCE)
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "app"\ndependencies = ["lint-nograd"]\n')
     run = _libcst_tool("-x", "--no-format", "--hide-progress", "lint_nograd.codemod.StopGradientCommand",
                        str(target), cwd=tmp_path)
     assert run.returncode == 0, run.stderr

@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from cli_sources import DECLARES_LINT_NOGRAD
 from lint_nograd import cli
 
 nbformat = pytest.importorskip("nbformat")
@@ -14,7 +15,7 @@ NOTEBOOK = Path(__file__).parent / "fixtures" / "notebooks" / "meta_learning.ipy
 
 @pytest.fixture
 def notebook(tmp_path, monkeypatch):
-    (tmp_path / "pyproject.toml").write_text("[tool.lint-nograd]\n")
+    (tmp_path / "pyproject.toml").write_text(DECLARES_LINT_NOGRAD)
     monkeypatch.chdir(tmp_path)
     shutil.copy(NOTEBOOK, tmp_path / "nb.ipynb")
     return tmp_path / "nb.ipynb"

@@ -72,7 +72,8 @@ def test_the_editor_commands(project):
     assert checked.returncode == 1 and {d["code"] for d in json.loads(checked.stdout)} == {
         "NG001", "NG003", "NG004", "NG006"}
     fixed = shell(fix, project)
-    assert fixed.returncode == 1 and "stop_gradient(" in (project / "fixed.py").read_text()
+    # the project does not declare lint-nograd: the cut adds no dependency
+    assert fixed.returncode == 1 and "scale = (prediction.std() + 1e-6).detach()" in (project / "fixed.py").read_text()
     assert "NG001" in fixed.stderr and (project / "src" / "model.py").read_text() == (
         ROOT / "examples" / "meta_learning.py").read_text()
 
@@ -120,12 +121,12 @@ def test_the_libcst_command_rewrites_a_file(project):
     done = subprocess.run(command, shell=True, cwd=project, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     text = (project / "src" / "model.py").read_text()
-    assert "scale = stop_gradient(prediction.std() + 1e-6)" in text  # the safe fix
-    assert "baseline = model(inputs).mean()" in text  # an unsafe fix, not asked for
+    assert "scale = (prediction.std() + 1e-6).detach()" in text  # the safe fix, which adds no dependency
+    assert "baseline = model(inputs).mean()\n" in text  # an unsafe fix, not asked for
     (project / "pyproject.toml").write_text("[tool.lint-nograd]\nunsafe-fixes = true\n")
     done = subprocess.run(command, shell=True, cwd=project, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert "baseline = stop_gradient(model(inputs).mean())" in (project / "src" / "model.py").read_text()
+    assert "baseline = model(inputs).mean().detach()" in (project / "src" / "model.py").read_text()
 
 
 def test_the_editor_setups_start_the_language_server():

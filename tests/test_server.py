@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_sources import DECLARES_LINT_NOGRAD
 
 pytest_lsp = pytest.importorskip("pytest_lsp")
 from lint_nograd.fix import rewrite  # noqa: E402
@@ -36,7 +37,7 @@ CAPABILITIES = types.ClientCapabilities(
 
 @pytest.fixture
 def project(tmp_path):
-    (tmp_path / "pyproject.toml").write_text("[tool.lint-nograd]\n")
+    (tmp_path / "pyproject.toml").write_text(DECLARES_LINT_NOGRAD)
     (tmp_path / "model.py").write_text(EXAMPLE)
     return tmp_path
 
@@ -193,7 +194,8 @@ async def test_fix_all_applies_what_lint_nograd_fix_writes(client, project):
         types.DidChangeWatchedFilesParams([types.FileEvent((project / "pyproject.toml").as_uri(),
                                                            types.FileChangeType.Changed)])))
     [fix_all] = await actions(client, path.as_uri(), only=["source.fixAll.lint-nograd"])
-    assert "baseline = stop_gradient(model(inputs).mean())" in apply(EXAMPLE, fix_all.edit.changes[path.as_uri()])
+    # and the project no longer declares lint-nograd: the cut adds no dependency
+    assert "baseline = model(inputs).mean().detach()" in apply(EXAMPLE, fix_all.edit.changes[path.as_uri()])
 
 
 @pytest.mark.asyncio

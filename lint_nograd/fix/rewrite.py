@@ -44,15 +44,17 @@ _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 # -- the fixes of one file ------------------------------------------------------------------------
 
 def plan_fixes(parsed: ParsedFile, model: SemanticModel, regions: Sequence[GradModeChange],
-               settings: FixSettings = DEFAULT_SETTINGS) -> dict[GradModeChange, Fix | str]:
+               settings: FixSettings = DEFAULT_SETTINGS, traced: frozenset[int] = frozenset()
+               ) -> dict[GradModeChange, Fix | str]:
     """For each region, the `Fix` that rewrites it, or the reason it cannot: a string "no fix: ...".
+    `traced`: the ids of the regions a tracer may reach.
 
     Every `Fix` of one file that needs an import carries the identical insertion edit;
     `apply_edits` applies identical edits once. A finding's node is its region's `expr`:
     `regions_by_node(model)` gives the region to pass here.
     """
     file = _File(parsed, model, settings)
-    return {region: file.fix(region) for region in regions}
+    return {region: file.fix(region, id(region) in traced) for region in regions}
 
 
 class _File:
@@ -107,16 +109,28 @@ class _File:
             self._all_regions[id(block)] = all(id(statement) in self.owners for statement in block)
         return self._all_regions[id(block)]
 
-    def fix(self, region: GradModeChange) -> Fix | str:
+    def fix(self, region: GradModeChange, traced: bool = False) -> Fix | str:
         spelling = self.spelling
         if isinstance(spelling, str):
             return spelling
+        if self.settings.may_add_shim or not spelling.import_line:
+            return self._fix(region, spelling)
+        # The project does not declare lint-nograd: `.detach()` needs nothing new, and cuts in every
+        # mode and under every tracer but `make_fx` from torch 2.14, which records it as `aten.alias`.
+        if not traced or self.settings.make_fx_keeps_detach:
+            fixed = self._fix(region, _DETACH)
+            if isinstance(fixed, Fix):
+                return fixed
+        fixed = self._fix(region, spelling, adds_dependency=True)
+        return replace(fixed, applicability=UNSAFE) if isinstance(fixed, Fix) and len(fixed.edits) > 1 else fixed
+
+    def _fix(self, region: GradModeChange, spelling: Spelling, adds_dependency: bool = False) -> Fix | str:
         try:
             if region.function is None:
                 raise Refusal("the region is not inside a function")
             if shadowed(self.model, region, spelling):
                 raise Refusal(f"{spelling.root} means something else in {getattr(region.function, 'name', '')}")
-            plan = plan_region(self.model, region, self.settings.detach)
+            plan = plan_region(self.model, region, spelling.detach)
             from lint_nograd.fix.edit import region_edit  # loads libcst: only once a region is rewritten
 
             edit = region_edit(self.parsed.text, self.parsed.lines, self.line_starts, plan, spelling,
@@ -126,29 +140,31 @@ class _File:
         except RecursionError:  # our walks of the region, or libcst's
             return "no fix: the region's code is nested too deeply"
         edits = (edit, self.import_edit) if plan.wraps and spelling.import_line else (edit,)
-        return Fix(_message(plan, spelling), edits, plan.applicability)
+        return Fix(_message(plan, spelling, adds_dependency and len(edits) > 1), edits, plan.applicability)
 
 
-def _message(plan: RegionPlan, spelling: Spelling) -> str:
+_DETACH = Spelling("", "")
+
+
+def _message(plan: RegionPlan, spelling: Spelling, adds_dependency: bool = False) -> str:
     region = plan.region
     name = region.describe()
     what = f"`@{name}` decorator" if region.is_decorator else f"`{name}` region"
     cut = spelling.cut()
     values = "the values returned" if region.is_decorator else "its values"
-    if plan.form == SHORT:
-        if not plan.wraps:
-            return f"Remove the {what}: it computes nothing to cut"
-        if region.is_decorator:
-            return f"Replace the {what} with {cut} on the values returned"
-        return f"Replace the {what} with {cut}"
     heavy = f"`{plan.heavy_call}`"
-    if region.api == "inference_mode":
+    if plan.form == SHORT and not plan.wraps:
+        message = f"Remove the {what}: it computes nothing to cut"
+    elif plan.form == SHORT:
+        message = f"Replace the {what} with {cut}" + (" on the values returned" if region.is_decorator else "")
+    elif region.api == "inference_mode":
         message = f"Turn the {what} into `no_grad`, so that {heavy} records no graph, and cut {values} with {cut}"
     else:
         message = f"Keep the {what}, so that {heavy} records no graph, and cut {values} with {cut}"
-    if plan.applicability == UNSAFE:
-        message += f" (unsafe: assumes `{plan.unknown_call}` returns new tensors)"
-    return message
+    unsafe = [f"assumes `{plan.unknown_call}` returns new tensors"] if plan.applicability == UNSAFE else []
+    if adds_dependency:
+        unsafe.append("adds a dependency on lint-nograd, which the project does not declare")
+    return f"{message} (unsafe: {'; '.join(unsafe)})" if unsafe else message
 
 
 def regions_by_node(model: SemanticModel) -> dict[int, GradModeChange]:
@@ -166,7 +182,9 @@ def attach_fixes(diagnostics: list[Diagnostic], region_findings: list[tuple[Grad
     """Attach the rewrite `fix` would make to each fixable finding, or say why there is none (at
     the end of its `help`). The engine calls it (as `attach_fixes=`) with the findings of a file's regions."""
     region_of_finding = {id(diagnostic): region for region, diagnostic in region_findings}
-    planned = plan_fixes(parsed, model, list({id(r): r for r in region_of_finding.values()}.values()), settings)
+    traced = frozenset(id(region) for region, diagnostic in region_findings if engine.may_be_traced(diagnostic))
+    planned = plan_fixes(parsed, model, list({id(r): r for r in region_of_finding.values()}.values()), settings,
+                         traced)
     result = []
     for diagnostic in diagnostics:
         outcome = planned.get(region_of_finding.get(id(diagnostic)))
