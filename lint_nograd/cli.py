@@ -108,7 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
     change.add_argument("--add-noqa", action="store_true",
                         help="add `# noqa: CODE` to every line with a finding, and report nothing")
     change.add_argument("--watch", action="store_true",
-                        help="check again whenever a file changes (needs the watchfiles package)")
+                        help="check again whenever a source file changes (needs watchfiles: the check-watch "
+                             "extra); the runtime watcher of a running program is python -m lint_nograd.watch")
     check.set_defaults(run=run_check, diff=False)
 
     fix = commands.add_parser("fix", parents=[shared_options()],
@@ -441,7 +442,8 @@ def watch(options: argparse.Namespace) -> int:
     try:
         import watchfiles
     except ImportError:
-        raise ConfigError("--watch needs the watchfiles package: pip install watchfiles") from None
+        raise ConfigError("--watch needs the watchfiles package: pip install watchfiles "
+                          "(or the check-watch extra)") from None
     options.watch = False
     root = load_config(options.config, Path.cwd(), options.isolated).root
     # a file given is watched through its folder: a file deleted is no longer watched, nor is it when it comes back

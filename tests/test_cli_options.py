@@ -206,7 +206,7 @@ def test_watch_without_watchfiles_says_what_to_install(project, capsys, monkeypa
     monkeypatch.setitem(sys.modules, "watchfiles", None)  # import fails
     assert cli.main(["check", "--watch"]) == 2
     assert capsys.readouterr().err == ("lint-nograd: error: --watch needs the watchfiles package: "
-                                       "pip install watchfiles\n")
+                                       "pip install watchfiles (or the check-watch extra)\n")
 
 
 # --config
