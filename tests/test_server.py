@@ -379,3 +379,20 @@ async def test_a_file_outside_every_workspace_folder_is_checked_alone_and_nothin
     assert not (user_cache / outside.name).exists()
     assert sorted(p.name for p in outside.iterdir()) == ["model.py", "pyproject.toml"]
     assert path.read_text() == EXAMPLE
+
+
+@pytest.mark.asyncio
+async def test_a_folder_added_to_the_workspace_later_links_its_files(client, tmp_path_factory):
+    """A file opened before its folder joins the workspace was checked alone: once it joins, the
+    file is checked with its project, whose other modules its calls reach."""
+    later = tmp_path_factory.mktemp("later")
+    (later / "pyproject.toml").write_text(DECLARES_LINT_NOGRAD)
+    (later / "model.py").write_text(
+        "import torch\n\n\ndef loss(x):\n    with torch.no_grad():\n        s = x.mean()\n    return x - s\n")
+    train = later / "train.py"
+    train.write_text("from torch.func import jacfwd\n\nfrom model import loss\n\njacfwd(loss)\n")
+    assert await published(client, train.as_uri(), open_file(client, train)) == []
+    added = types.WorkspaceFoldersChangeEvent(added=[types.WorkspaceFolder(later.as_uri(), later.name)], removed=[])
+    found = await published(client, train.as_uri(), lambda: client.workspace_did_change_workspace_folders(
+        types.DidChangeWorkspaceFoldersParams(added)))
+    assert [(d.code, start(d)) for d in found] == [("NG004", (4, 0))]

@@ -4,7 +4,9 @@ and every request gets a response, even one after `shutdown` or one whose params
 from __future__ import annotations
 
 import asyncio
+import json
 import re
+import subprocess
 import uuid
 from concurrent.futures import Future
 
@@ -139,3 +141,21 @@ async def test_a_request_after_shutdown_gets_invalid_request(session, project): 
             await raw_request(lsp_client, method, params)
         assert raised.value.code == INVALID_REQUEST, method
     lsp_client.exit(None)
+
+
+def _framed(message: dict) -> bytes:
+    body = json.dumps({"jsonrpc": "2.0", **message}).encode()
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+@pytest.mark.parametrize("shut_down, code", [(True, 0), (False, 1)])
+def test_exit_ends_the_server_with_0_after_shutdown_and_1_without(tmp_path, shut_down, code):
+    """The protocol's `exit`: "The server should exit with success code 0 if the shutdown request
+    has been received before; otherwise with error code 1"."""
+    messages = [{"id": 1, "method": "initialize", "params": {"processId": None, "rootUri": tmp_path.as_uri(),
+                                                             "capabilities": {}}},
+                {"method": "initialized", "params": {}},
+                *([{"id": 2, "method": "shutdown"}] if shut_down else []),
+                {"method": "exit"}]
+    done = subprocess.run(SERVER, input=b"".join(map(_framed, messages)), capture_output=True, timeout=60)
+    assert done.returncode == code, done.stderr
