@@ -178,11 +178,52 @@ CASES = {
             first, *rest = f1, f2, f3
             d = e = f2
             b()
-            rest[0]()
+            rest[1]()
             e()
             """},
         {("main", "main.f2"), ("main", "main.f3")},
         {("main", "main.f1")},
+    ),
+    "elements by their index or key": (
+        {"main.py": """
+            def f1():
+                pass
+
+            def f2():
+                pass
+
+            def f3():
+                pass
+
+            table = {"a": f1, 1: f2}
+            table["b"] = f3
+            nested = {"x": {}}
+            nested["x"]["y"] = f1
+            row = [f1, f2, f3]
+            table[1]()
+            table["b"]()
+            row[1:][1]()
+            nested["x"]["y"]()
+            """},
+        {("main", "main.f2"), ("main", "main.f3"), ("main", "main.f1")},
+        set(),
+    ),
+    "look-alikes: a key or index that holds nothing callable": (
+        {"main.py": """
+            def f1():
+                pass
+
+            def f2():
+                pass
+
+            table = {"a": f1, "1": f2}
+            row = [f1, f2]
+            table["a"]()
+            row[0]()
+            row[:1][0]()
+            """},
+        {("main", "main.f1")},
+        {("main", "main.f2")},
     ),
     "MRO, super() and attributes a subclass sets": (
         {"main.py": """

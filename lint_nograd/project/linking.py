@@ -253,12 +253,22 @@ class Project:
     def _resolve_more(self, module: str, ref: Ref, depth: int) -> Iterator[Value]:
         """Containers and their elements, `super()`."""
         kind = ref[0]
-        if kind == "box":
+        if kind == "box":  # ("B", value) or ("B", value, key): under its index or key
             for value in self.resolve(module, ref[1], depth + 1):
-                yield ("B", value)
+                yield ("B", value, *ref[2:])
         elif kind == "item":
             for value in self.resolve(module, ref[1], depth + 1):
-                yield from self._elements_of(value, depth + 1)
+                yield from self._elements_of(value, depth + 1, ref[2] if len(ref) > 2 else None)
+        elif kind == "slice":  # `ls[1:]`: the elements from index 1 are from 0 in it; other slices lose their order
+            for value in self.resolve(module, ref[1], depth + 1):
+                if value[0] == "B" and len(value) > 2:
+                    if len(ref) > 2 and type(value[2]) is int:
+                        if value[2] >= ref[2]:
+                            yield ("B", value[1], value[2] - ref[2])
+                    else:
+                        yield ("B", value[1])
+                else:
+                    yield value
         elif kind == "super":
             for value in self.resolve(module, ref[1], depth + 1):
                 if value[0] == "C":
@@ -270,12 +280,13 @@ class Project:
                 if value[0] == "F" and value[3] and value[2] in self._properties(value[1]):
                     yield value
 
-    def _elements_of(self, value: Value, depth: int) -> Iterator[Value]:
-        """What indexing or iterating `value` gives: a container's elements, what `__next__` of what
-        `__iter__` returns, the elements of what the calls pass to a parameter."""
+    def _elements_of(self, value: Value, depth: int, key=None) -> Iterator[Value]:
+        """What indexing (by `key`, when a literal) or iterating `value` gives: a container's elements,
+        what `__next__` of what `__iter__` returns, the elements of what the calls pass to a parameter."""
         kind = value[0]
         if kind == "B":
-            yield value[1]
+            if key is None or len(value) < 3 or value[2] == key:
+                yield value[1]
         elif kind == "I":
             for iterator in self._member(value[1], value[2], "__iter__", True, set()):
                 for made in self.returned(iterator, depth + 1):
@@ -286,7 +297,7 @@ class Project:
                             yield from self.returned(step, depth + 1)
         elif kind == "P" and self._following and depth < _MAX_DEPTH:
             for passed in self.passed(value[1], value[2], value[3]):
-                yield from self._elements_of(passed, depth + 1)
+                yield from self._elements_of(passed, depth + 1, key)
 
     def _decorated(self, module: str, ref: Ref, depth: int) -> Iterator[Value]:
         """`@dec def f`: what `dec(f)` returns (`f` where it returns its parameter); `f` itself when
@@ -1149,7 +1160,7 @@ class _Everything:
 _EVERYTHING = _Everything()
 _LIBRARIES_THAT_READ_NOTHING = ("torch.", "math.", "numpy.", "functools.", "operator.")  # of our attributes
 # the kinds of ref whose value comes from an inner ref
-_WRAPPING = ("attr", "inst", "call", "wrap", "box", "item", "super", "read", "decorated")
+_WRAPPING = ("attr", "inst", "call", "wrap", "box", "item", "super", "read", "decorated", "slice")
 _PASSED = ("param", "wrap")  # the kinds of ref that may stand for a parameter
 _UNSEEN = object()  # not looked up yet (None is an answer)
 _MAX_CLOSURE = 64  # the refs a closure walk looks at, at most

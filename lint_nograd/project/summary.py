@@ -494,32 +494,42 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         """A literal or comprehension is a container of its elements; `c[i]` is an element of `c`
         (a slice is the container again)."""
         kind = type(expr)
-        if kind in (ast.List, ast.Tuple, ast.Set):
+        if kind in (ast.List, ast.Tuple):  # each element under its index, up to a starred one
+            starred = next((at for at, e in enumerate(expr.elts) if isinstance(e, ast.Starred)), len(expr.elts))
+            return self._elements(expr.elts, scope, depth, list(range(starred)))
+        if kind is ast.Set:
             return self._elements(expr.elts, scope, depth)
-        if kind is ast.Dict:
+        if kind is ast.Dict:  # each value under its key, when the key is written as a literal
             return self._elements([v if k is not None else ast.Starred(v) for k, v in zip(expr.keys, expr.values)],
-                                  scope, depth)
+                                  scope, depth, [_key(k) for k in expr.keys])
         if kind in (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp):
             inner = self.scopes.enter(expr, scope)
             return tuple([("box", ref) for ref in self.refs(expr.value if kind is ast.DictComp else expr.elt,
                                                              inner, depth + 1)])
         if kind is ast.Subscript:
             container = self.refs(expr.value, scope, depth + 1)
-            if isinstance(expr.slice, ast.Slice):
-                return container
-            return tuple([("item", ref) for ref in container])
+            if isinstance(expr.slice, ast.Slice):  # the container again, its elements counted from `lower`
+                lower, step = expr.slice.lower, expr.slice.step
+                start = 0 if lower is None else _key(lower)
+                return tuple([("slice", ref, start) if step is None and isinstance(start, int) else ("slice", ref)
+                              for ref in container])
+            key = _key(expr.slice)
+            return tuple([("item", ref) if key is None else ("item", ref, key) for ref in container])
         if kind is ast.Starred:
             return self.refs(expr.value, scope, depth + 1)
         return ()
 
-    def _elements(self, elements: list, scope: Scope, depth: int) -> tuple[Ref, ...]:
-        """The container holding `elements`: a starred element adds the elements it holds."""
+    def _elements(self, elements: list, scope: Scope, depth: int, keys: list = ()) -> tuple[Ref, ...]:
+        """The container holding `elements` (each under its key, when `keys` has one): a starred
+        element adds the elements it holds."""
         found: list[Ref] = []
-        for element in elements:
+        for at, element in enumerate(elements):
             if isinstance(element, ast.Starred):
                 found += self.refs(element.value, scope, depth + 1)
             else:
-                found += [("box", ref) for ref in self.refs(element, scope, depth + 1)]
+                key = keys[at] if at < len(keys) else None
+                found += [("box", ref) if key is None else ("box", ref, key)
+                          for ref in self.refs(element, scope, depth + 1)]
         return tuple(found)
 
     def _mapping(self, expr: ast.expr | None, scope: Scope, depth: int) -> tuple[Ref, ...]:
@@ -785,8 +795,13 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
     def visit_Assign(self, node: ast.Assign) -> None:
         self.generic_visit(node)
         for target in node.targets:  # `self.heads["a"] = Head()`, `layers[0] = Block()`
-            if isinstance(target, ast.Subscript):
-                self._add_to(target.value, tuple([("box", ref) for ref in self.refs(node.value)]))
+            refs = self.refs(node.value) if isinstance(target, ast.Subscript) else ()
+            while isinstance(target, ast.Subscript):  # `d["a"]["b"] = f`: `d` holds, under "a", what holds `f`
+                key = _key(target.slice)
+                refs = tuple([("box", ref) if key is None else ("box", ref, key) for ref in refs])
+                target = target.value
+            if refs:
+                self._add_to(target, refs)
         if self.method_class is not None:  # `self.block = Block()`
             for target in node.targets:
                 if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
@@ -1117,12 +1132,19 @@ def _attribute_reads(lines: list[str], function: ast.AST) -> tuple[str, ...]:
     return tuple(sorted(set(map(sys.intern, _ATTRIBUTE_READ.findall(text)))))  # kept once in each process
 
 
+def _key(node: ast.expr | None):
+    """The key or index a literal spells (`d["a"]`, `ls[0]`), else None."""
+    if isinstance(node, ast.Constant) and type(node.value) in (int, str):
+        return node.value
+    return None
+
+
 def _may_run_a_function(ref: Ref) -> bool:
     """Whether calling `ref` may run one of the project's functions: `x.mean()` on a parameter does
     not (what a parameter is, is not followed), calling the parameter itself may."""
     if ref[0] == "param" or ref[0] == "item" and ref[1][0] == "param":  # `f()`, `handlers[name]()`
         return True
-    while ref[0] in ("attr", "call", "inst", "box", "item", "super"):
+    while ref[0] in ("attr", "call", "inst", "box", "item", "super", "slice"):
         ref = ref[1]
     return ref[0] != "param"
 
