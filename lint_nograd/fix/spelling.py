@@ -12,6 +12,7 @@ from lint_nograd.analysis.scopes import Binding
 from lint_nograd.analysis.torch_names import SHIM_NAMES
 from lint_nograd.report.diagnostics import Edit
 from lint_nograd.run.config import DETACH
+from lint_nograd.run.notebook import is_masked
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # as the engine splits lines
 
@@ -112,6 +113,8 @@ def import_edit(tree: ast.Module, lines: list[str], line: str, newline: str,
         blank = 0  # the blank lines before the code: isort wants two before a def or class, else one
         while row > 1 and not lines[row - 2].strip() and (not start or row - 1 > body[start - 1].end_lineno):
             row, blank = row - 1, blank + 1
+        if is_masked(lines[row + blank - 1]):  # a notebook's IPython line (`%matplotlib inline`): no code isort sees
+            return Edit(line + newline, row, 1, row, 1)
         wanted = 2 if isinstance(body[start], (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else 1
         return Edit(line + newline * (1 + wanted), row, 1, row + blank, 1)
     added = ast.parse(line).body[0]

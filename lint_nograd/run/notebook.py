@@ -166,6 +166,11 @@ class Notebook:
         return self._dump() == self.text
 
 
+def is_masked(line: str) -> bool:
+    """Whether a line of the joined source stands for a line of IPython syntax."""
+    return _PLACEHOLDER.fullmatch(line) is not None
+
+
 def _lines(text: str) -> list[tuple[str, str]]:
     """(line, its line break) as Python splits them; the last line's break is empty."""
     pieces = _LINE_BREAK.split(text)
