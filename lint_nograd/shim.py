@@ -3,8 +3,6 @@
 Imported only when used, so that `import lint_nograd` and the CLI never import torch.
 """
 
-from __future__ import annotations
-
 import copy
 import dataclasses
 import enum
@@ -12,11 +10,10 @@ import functools
 import numbers
 import types
 from collections.abc import Mapping, MutableMapping, MutableSequence, Sequence, Set
-from typing import Any, TypeVar
+from typing import Any, Dict, List, Tuple, TypeVar
 
 import torch
 from torch.fx import Proxy
-from torch.jit import _builtins as _jit_builtins
 from torch.fx.experimental import proxy_tensor as _proxy_tensor
 from torch.utils import _pytree as pytree
 
@@ -26,6 +23,7 @@ _T = TypeVar("_T")
 _Tensor = torch.Tensor
 _DETACH = torch.ops.aten.detach.default
 _is_compiling = torch.compiler.is_compiling
+_is_scripting = torch.jit.is_scripting
 
 MAX_DEPTH = 100
 """How deeply containers may nest in a value given to `stop_gradient`."""
@@ -247,7 +245,23 @@ def _cut_what_can_be_seen(value: _T) -> _T:
     return _cut(value, strict=False, depth=0)
 
 
-def stop_gradient(value: _T) -> _T:
+# What TorchScript compiles a call of stop_gradient as, by the type of its value (it reads these
+# annotations as objects: no `from __future__ import annotations` in this module); the walk is Python
+# that TorchScript cannot compile, and these are the values scripted code can hold.
+@torch.jit._overload
+def stop_gradient(value: _Tensor) -> _Tensor: ...  # noqa: E704
+@torch.jit._overload
+def stop_gradient(value: Tuple[_Tensor, _Tensor]) -> Tuple[_Tensor, _Tensor]: ...  # noqa: E704, F811
+@torch.jit._overload
+def stop_gradient(value: Tuple[_Tensor, _Tensor, _Tensor]  # noqa: F811
+                  ) -> Tuple[_Tensor, _Tensor, _Tensor]: ...  # noqa: E704
+@torch.jit._overload
+def stop_gradient(value: List[_Tensor]) -> List[_Tensor]: ...  # noqa: E704, F811
+@torch.jit._overload
+def stop_gradient(value: Dict[str, _Tensor]) -> Dict[str, _Tensor]: ...  # noqa: E704, F811
+
+
+def stop_gradient(value: _T) -> _T:  # noqa: F811
     """Return `value` unchanged, a constant to every reverse- and forward-mode level (as in JAX).
 
     `value` may be a tensor or any container of them: tuples, lists, dicts, sets, namedtuples,
@@ -266,7 +280,9 @@ def stop_gradient(value: _T) -> _T:
     record `detach` as a plain alias (its default on torch 2.14, pytorch PR 186845, or a
     decomposition table that decomposes `detach`), the cut is the opaque operator
     `torch.ops.lint_nograd.stop_gradient`, which has the same value and no derivative in either
-    mode, under `vmap` too.
+    mode, under `vmap` too. `torch.jit.script` compiles a call of it on a tensor, a tuple of two or
+    three tensors, a list of tensors or a dict of them by name (each tensor detached); a module
+    scripted so is saved and loaded without lint_nograd.
 
     Unlike `with torch.no_grad():`, it stops forward mode as well (pytorch issue 78961) and
     survives tracing (pytorch issue 62043). Unlike `no_grad`, the expression it wraps is
@@ -276,6 +292,17 @@ def stop_gradient(value: _T) -> _T:
     cannot see (register the type as a pytree node, or pass its tensors), and `ValueError` for
     containers nested more than `MAX_DEPTH` deep or holding themselves.
     """
+    if _is_scripting():  # compiled for each overload above; in Python, never taken
+        if isinstance(value, _Tensor):
+            return value.detach()
+        if isinstance(value, Tuple[_Tensor, _Tensor]):
+            return value[0].detach(), value[1].detach()
+        if isinstance(value, Tuple[_Tensor, _Tensor, _Tensor]):
+            return value[0].detach(), value[1].detach(), value[2].detach()
+        if isinstance(value, List[_Tensor]):
+            return [item.detach() for item in value]
+        if isinstance(value, Dict[str, _Tensor]):
+            return {key: item.detach() for key, item in value.items()}
     # one tensor outside make_fx is the common case: straight to detach
     if type(value) is _Tensor and _proxy_tensor._CURRENT_MAKE_FX_TRACER is None:
         # one detach, on one line, whatever the grad mode: `jit.trace` checks its graph by running
@@ -283,6 +310,10 @@ def stop_gradient(value: _T) -> _T:
         if value.requires_grad or value.is_floating_point() or value.is_complex():
             return value.detach()
         return value
+    return _cut_all(value)
+
+
+def _cut_all(value: _T) -> _T:  # not in stop_gradient's body, which TorchScript parses whole: no `try` there
     try:
         return _cut(value, strict=True, depth=0)
     except _ForeignValue as foreign:
@@ -294,7 +325,3 @@ def stop_gradient(value: _T) -> _T:
             "torch.utils._pytree.register_pytree_node"
         ) from None
 
-
-# TorchScript cannot compile the walk above: a scripted caller gets `aten::detach` (a tensor's cut), and
-# its saved module needs no lint_nograd to load
-_jit_builtins._register_builtin(stop_gradient, "aten::detach")

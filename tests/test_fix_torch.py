@@ -298,8 +298,15 @@ SCRIPTED = textwrap.dedent('''\
         return x * x - shift
 
 
+    @torch.jit.script
+    def shifted(x):
+        with torch.no_grad():
+            top, _ = x.max(0)  # a tuple to cut
+        return x * x - top
+
+
     scripted = torch.jit.script(Net())  # at import time
-    forward = jacfwd(Net()), jacfwd(centered)
+    forward = jacfwd(Net()), jacfwd(centered), jacfwd(shifted)
 ''')
 
 
@@ -307,7 +314,8 @@ SCRIPTED = textwrap.dedent('''\
 def test_scripted_code_compiles_after_the_fix_with_the_same_values_and_gradients(tmp_path, monkeypatch):
     """TorchScript reads the source of what it compiles: the fixed file is imported from disk."""
     fixed = fix_source(SCRIPTED.encode())
-    assert fixed.fixed == 2 and "stop_gradient(x.norm())" in fixed.text and "no_grad" not in fixed.text
+    assert fixed.fixed == 3 and "no_grad" not in fixed.text
+    assert "stop_gradient(x.norm())" in fixed.text and "top, _ = stop_gradient(x.max(0))" in fixed.text
     (tmp_path / "scripted_original.py").write_text(SCRIPTED)
     (tmp_path / "scripted_fixed.py").write_text(fixed.text)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -317,7 +325,8 @@ def test_scripted_code_compiles_after_the_fix_with_the_same_values_and_gradients
     eager = scripted_original.Net()
     net = torch.jit.script(scripted_fixed.Net())
     net.load_state_dict(eager.state_dict())
-    for old, new in ((eager, net), (scripted_original.centered, scripted_fixed.centered)):
+    for old, new in ((eager, net), (scripted_original.centered, scripted_fixed.centered),
+                     (scripted_original.shifted, scripted_fixed.shifted)):
         close(new(X), old(X))
         close(gradient(new, X), gradient(old, X))
     torch.jit.save(net, tmp_path / "net.pt")
