@@ -8,6 +8,8 @@ of the rewritten function has the eager gradients.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 import textwrap
 
 import pytest
@@ -331,3 +333,7 @@ def test_scripted_code_compiles_after_the_fix_with_the_same_values_and_gradients
         close(gradient(new, X), gradient(old, X))
     torch.jit.save(net, tmp_path / "net.pt")
     close(torch.jit.load(tmp_path / "net.pt")(X), eager(X))
+    without_lint_nograd = ("import sys; sys.modules['lint_nograd'] = None; import torch; "
+                           f"print(torch.jit.load({str(tmp_path / 'net.pt')!r})(torch.ones(3, dtype=torch.float64)))")
+    loaded = subprocess.run([sys.executable, "-c", without_lint_nograd], capture_output=True, text=True, timeout=120)
+    assert loaded.returncode == 0 and "tensor(" in loaded.stdout, loaded.stderr
