@@ -29,3 +29,13 @@ def user_cache(tmp_path_factory, monkeypatch):
     folder = tmp_path_factory.mktemp("user-cache")
     monkeypatch.setenv("LINT_NOGRAD_CACHE_DIR", str(folder))
     return folder
+
+
+def pytest_collection_modifyitems(items):
+    """Every test of a module that imports torch is marked `torch` (a module may say so itself with
+    `pytestmark = pytest.mark.torch`): they run its transforms, tracers and compiler, most of the
+    suite's time, and `python -m pytest -m "not torch"` leaves them out."""
+    for item in items:
+        torch = getattr(getattr(item, "module", None), "torch", None)
+        if getattr(torch, "__name__", None) == "torch":
+            item.add_marker(pytest.mark.torch)

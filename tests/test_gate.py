@@ -78,6 +78,7 @@ def _torch_disagreements(paths: list[Path]) -> list[str]:
     return [message for path in paths if (message := disagreement(path))]
 
 
+@pytest.mark.torch  # reads torch's own sources, 2,285 files
 def test_the_installed_torch_sources():
     spec = importlib.util.find_spec("torch")
     if spec is None or spec.origin is None:

@@ -62,6 +62,7 @@ def test_every_fixture_as_one_package(tmp_path):
     assert gated == everything
 
 
+@pytest.mark.torch  # reads torch's own sources, 2,285 files
 def test_the_installed_torch_sources_as_one_project():
     spec = importlib.util.find_spec("torch")
     if spec is None or spec.origin is None:

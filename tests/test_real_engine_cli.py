@@ -55,6 +55,7 @@ def test_python_dash_m_and_console_script_agree(tmp_path):
     assert via_script.stdout == via_module.stdout
 
 
+@pytest.mark.torch  # reads torch's own sources, 2,285 files
 def test_the_installed_torch_sources_check_without_errors():
     """Real code, as a new user would run it: no traceback, and NG000 only where ast fails too."""
     spec = importlib.util.find_spec("torch")
