@@ -4,7 +4,7 @@
     python benchmarks/bench_trees.py [--torch PATH] [--diffusers PATH] [--fairseq PATH]
                                      [--lightning PATH] [--rounds N] [--only NAME ...]
 
-Each tree is a checkout of a public repository (see README, "Performance"); torch's sources are
+Each tree is a checkout of a public repository (see docs/performance.md); torch's sources are
 those of the installed torch package unless a path is given. Each is copied first (its `.py` files),
 so that one file can change between rounds and nothing is written into the checkout. Printed per
 tree, as ratios of medians over interleaved rounds (whole processes, after a warm-up round):

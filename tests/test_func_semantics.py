@@ -2,7 +2,7 @@
 
 Every case also runs `torch.func`, and `torch_func_deviation` states exactly where its answer
 differs, reading what differs by release from `lint_nograd.analysis.releases`: when a PyTorch release
-changes that, this file fails and the table (and the README) must follow.
+changes that, this file fails and the table (and docs/shim.md) must follow.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ repos:
         types_or: [python, jupyter]
         require_serial: true
 """
-# The hook repository configuration the README shows; the tests put in a clone and its commit.
+# The hook repository configuration docs/pre-commit.md shows; the tests put in a clone and its commit.
 HOOK_CONFIG = """\
 repos:
   - repo: /path/to/lint-nograd
