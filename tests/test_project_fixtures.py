@@ -8,6 +8,7 @@ After an intended change of messages, regenerate with
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -112,3 +113,30 @@ def test_the_collector_is_paused_for_a_run_and_back_after_it(capsys, monkeypatch
     assert gc.isenabled()
     assert run(PROJECTS / "cross_module", args, capsys, "--no-cache", "--jobs", "1") == expected
     assert during and not any(during) and gc.isenabled()
+
+
+def findings(project: Path, args: list[str], capsys) -> list[dict]:
+    old = Path.cwd()
+    os.chdir(project)
+    try:
+        cli.main(["check", "--no-cache", "--output-format", "json", *args])
+    finally:
+        os.chdir(old)
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("project", sorted(p for p in PROJECTS.iterdir() if p.is_dir()), ids=lambda p: p.name)
+def test_a_file_checked_alone_is_told_of_a_region_only_as_the_whole_project_reports_it(project, capsys):
+    """pre-commit checks the files staged, CI the whole project: a call in a file given alone is told
+    of another file's region only when `check .` reports that region, under the same code, so that
+    the region's `# noqa` (or its file's) satisfies both."""
+    reported = {(d["filename"], d["location"]["row"], d["code"]) for d in findings(project, ["."], capsys)}
+    told = 0
+    for path in sorted(project.rglob("*.py")):
+        shown = path.relative_to(project).as_posix()
+        for finding in findings(project, [shown], capsys):
+            regions = [r for r in finding["related"] if " region in `" in r["message"] and r["filename"] != shown]
+            for region in regions:
+                told += 1
+                assert (region["filename"], region["location"]["row"], finding["code"]) in reported, finding
+    assert told or project.name not in ("one_finding", "cross_module")
