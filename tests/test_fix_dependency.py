@@ -127,3 +127,8 @@ def test_the_setting_named_keeps_its_form(undeclared, capsys):
     (undeclared / "pyproject.toml").write_text(
         '[project]\nname = "app"\n[tool.lint-nograd]\nstop-gradient = "lint_nograd.stop_gradient"\n')
     assert fixes(capsys, TUPLE) == [("Replace the `no_grad` region with `stop_gradient(...)`", "safe")]
+
+
+def test_detach_needs_no_name_the_module_has_taken(undeclared, capsys):
+    source = FIXABLE.replace("import torch\n", "import torch\n\nstop_gradient = lint_nograd = None\n")
+    assert fixes(capsys, source) == [("Replace the `no_grad` region with `.detach()`", "safe")]

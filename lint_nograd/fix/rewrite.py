@@ -111,16 +111,16 @@ class _File:
 
     def fix(self, region: GradModeChange, traced: bool = False) -> Fix | str:
         spelling = self.spelling
-        if isinstance(spelling, str):
-            return spelling
-        if self.settings.may_add_shim or not spelling.import_line:
-            return self._fix(region, spelling)
+        if self.settings.may_add_shim or isinstance(spelling, Spelling) and not spelling.import_line:
+            return spelling if isinstance(spelling, str) else self._fix(region, spelling)
         # The project does not declare lint-nograd: `.detach()` needs nothing new, and cuts in every
         # mode and under every tracer but `make_fx` from torch 2.14, which records it as `aten.alias`.
         if not traced or self.settings.make_fx_keeps_detach:
             fixed = self._fix(region, _DETACH)
             if isinstance(fixed, Fix):
                 return fixed
+        if isinstance(spelling, str):  # the names the import needs are taken
+            return spelling
         fixed = self._fix(region, spelling, adds_dependency=True)
         return replace(fixed, applicability=UNSAFE) if isinstance(fixed, Fix) and len(fixed.edits) > 1 else fixed
 
