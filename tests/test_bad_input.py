@@ -470,7 +470,7 @@ def test_a_notebook_with_cr_line_endings(project, capsys):
     assert related_places(capsys, "nb.ipynb") == [[(2, 11)]]  # the call that reaches it
     assert run(capsys, "fix", "nb.ipynb")[0] == 0
     assert (project / "nb.ipynb").read_bytes() == notebook(  # new lines take the first line break
-        ["from lint_nograd import stop_gradient\r", "x = 1\r", "y = 2\r"],
+        ["from lint_nograd import stop_gradient\r", "\r", "x = 1\r", "y = 2\r"],  # a blank line, as isort wants
         FIXED.replace("from lint_nograd import stop_gradient\n", "").replace("\n", "\r"))
 
 
