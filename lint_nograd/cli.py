@@ -690,7 +690,10 @@ def run_graph(options: argparse.Namespace) -> int:
             if file is not None and run.by_module.get(file.module) is file:
                 found = graph.explain(file.module, explain[1])
                 if found is None:
-                    raise ConfigError(f"--explain: no grad-disabled region at {options.explain}")
+                    summary = graph.project.summary(file.module)
+                    rows = sorted({r.span.row for r in summary.regions}) if summary else []
+                    where = f"; its regions start at line {', '.join(map(str, rows))}" if rows else "; it has none"
+                    raise ConfigError(f"--explain: no grad-disabled region at {options.explain}{where}")
                 _write(sys.stdout, "".join(line + "\n" for line in found))
                 return EXIT_ERROR if errors else EXIT_CLEAN
         raise ConfigError(f"--explain: {explain[0].name} is not a module of the projects given")

@@ -208,6 +208,26 @@ CASES = {
         {("main", "main.f2"), ("main", "main.f3"), ("main", "main.f1")},
         set(),
     ),
+    "getattr with a name written out, __new__ and __call__": (
+        {"main.py": """
+            class Made:
+                def __new__(cls):
+                    return super().__new__(cls)
+                def __call__(self):
+                    self.step()
+                def step(self):
+                    pass
+                def other(self):
+                    pass
+
+            made = Made()
+            made()
+            getattr(made, "step")()
+            """},
+        {("main", "main.Made.__new__"), ("main", "main.Made.__call__"), ("main.Made.__call__", "main.Made.step"),
+         ("main", "main.Made.step")},
+        {("main", "main.Made.other")},
+    ),
     "look-alikes: a key or index that holds nothing callable": (
         {"main.py": """
             def f1():
@@ -382,7 +402,7 @@ def test_explain_says_why_nothing_reaches(graph, tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (("--explain", "main.py:3"), "no grad-disabled region at main.py:3"),
+    (("--explain", "main.py:3"), "no grad-disabled region at main.py:3; its regions start at line 6, 14"),
     (("--explain", "missing.py:3"), "no such file: missing.py"),
     (("--explain", "main.py"), "--explain takes FILE:LINE"),
     (("missing",), "path does not exist"),

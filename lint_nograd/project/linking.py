@@ -138,6 +138,7 @@ class Project:
         self._mros: dict[tuple[str, str], list[tuple[str, str]]] = {}
         self._unnamed_callees: dict[int, list[Value]] = {}  # by call site
         self._passing: set[tuple[str, str, str]] = set()  # the parameters whose values are being found
+        self._unnamed_depth = 0  # how many unnamed call sites are being resolved, one inside another
         self._subclass_index: tuple[int, dict] = (-1, {})  # (modules loaded, class -> its direct subclasses)
 
     # -- modules ------------------------------------------------------------------------------------
@@ -503,11 +504,18 @@ class Project:
         found = []
         for caller, site in self._by_last_name.get("", []):
             callees = self._unnamed_callees.get(id(site))
+            if callees is None and self._unnamed_depth >= _MAX_UNNAMED_DEPTH:
+                self._refused += 1  # a parameter passed through a chain this long: not remembered
+                continue
             if callees is None:
                 self._unnamed_callees[id(site)] = []  # a site asked again while it is resolved calls nothing more
                 refused = self._refused
-                callees = list(dict.fromkeys(callee for value in self._values(caller, site.callees)
-                                             for callee in self._called(value, set())))
+                self._unnamed_depth += 1
+                try:
+                    callees = list(dict.fromkeys(callee for value in self._values(caller, site.callees)
+                                                 for callee in self._called(value, set())))
+                finally:
+                    self._unnamed_depth -= 1
                 if self._refused == refused:
                     self._unnamed_callees[id(site)] = callees
                 else:
@@ -743,9 +751,10 @@ class Project:
                 seen.add(value)
                 for passed in self.passed(value[1], value[2], value[3]):
                     yield from self._called(passed, seen)
-        elif kind == "C":
-            for init in self._member(value[1], value[2], "__init__", True, set()):
-                yield from self.runs(init)
+        elif kind == "C":  # making an instance runs `__new__`, then `__init__`
+            for method in ("__new__", "__init__"):
+                for found in self._member(value[1], value[2], method, method == "__init__", set()):
+                    yield from self.runs(found)
         elif kind == "W" or kind == "B":
             yield from self._called(value[1], seen)
         else:
@@ -1164,6 +1173,7 @@ _WRAPPING = ("attr", "inst", "call", "wrap", "box", "item", "super", "read", "de
 _PASSED = ("param", "wrap")  # the kinds of ref that may stand for a parameter
 _UNSEEN = object()  # not looked up yet (None is an answer)
 _MAX_CLOSURE = 64  # the refs a closure walk looks at, at most
+_MAX_UNNAMED_DEPTH = 4  # unnamed call sites resolved one inside another, at most
 _MAX_CALLS_FOLLOWED_ALONE = 256  # more reaching calls in the files given are followed together
 
 

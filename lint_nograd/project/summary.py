@@ -405,6 +405,11 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
 
     def _call_refs(self, call: ast.Call, scope: Scope, depth: int) -> tuple[Ref, ...]:
         func = call.func
+        if type(func) is ast.Name and func.id == "getattr" and len(call.args) >= 2 \
+                and _key(call.args[1]) and type(call.args[1].value) is str \
+                and not self.scopes.lookup(scope, "getattr", (func.lineno, func.col_offset)):
+            return tuple([("attr", ref, call.args[1].value)  # `getattr(m, "forward")`: a name written out
+                          for ref in self.refs(call.args[0], scope, depth + 1)])
         callees = self.refs(func, scope, depth + 1)
         names = _imported(callees)
         entry = entry_points.entry_point(names) if names else None
