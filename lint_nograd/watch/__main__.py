@@ -4,6 +4,9 @@ and exit status, and report at exit every region a forward-mode transform ignore
 dropped, and every transform called inside a region."""
 from __future__ import annotations
 
+import builtins
+import importlib.machinery
+import io
 import os
 import runpy
 import sys
@@ -107,21 +110,28 @@ def _run(kind: str, target: str, arguments: list[str]):
     # sys.argv as Python gives it; the first entry of the import path is the script's own folder
     # (with symlinks resolved), the folder or zip itself, or the working folder for -m
     sys.argv = [target if kind == "script" else "-m", *arguments]
-    if kind == "script" and os.path.isfile(target) and not _is_zip(target):
-        sys.path[0] = os.path.dirname(os.path.realpath(target))
+    folder = kind == "script" and not (os.path.isfile(target) and not _is_zip(target))
+    if folder:  # joined to the working folder as Python does, `./app` unnormalised
+        sys.path[0] = os.path.join(os.getcwd(), target)
     elif kind == "script":
-        sys.path[0] = os.path.abspath(target)
+        sys.path[0] = os.path.dirname(os.path.realpath(target))
     else:
         sys.path[0] = os.getcwd()
     try:
         if kind == "module":
             sys.argv[0] = target  # runpy sets the module's file
             runpy.run_module(target, run_name="__main__", alter_sys=True)
-        elif sys.path[0] == os.path.abspath(target):  # `python folder` runs it so, in a fresh __main__
+        elif folder:  # `python folder` runs it so, in a fresh __main__
             sys.modules["__main__"] = types.ModuleType("__main__")
             runpy._run_module_as_main("__main__", alter_argv=False)
-        else:
-            runpy.run_path(os.path.abspath(target), run_name="__main__")
+        else:  # as `python script.py`: sys.argv[0] as given, __file__ absolute, symlinks kept
+            path = os.path.abspath(target)
+            main = sys.modules["__main__"] = types.ModuleType("__main__")
+            main.__file__, main.__builtins__ = path, builtins
+            main.__loader__ = importlib.machinery.SourceFileLoader("__main__", path)
+            with io.open_code(path) as source:
+                code = compile(source.read(), path, "exec")
+            exec(code, vars(main))
     except SystemExit as done:
         return done.code
     except KeyboardInterrupt:
