@@ -10,7 +10,9 @@ context managers, keeps each thread's open regions on a stack, and records a fin
   pytorch issue 62043).
 
 `torch._C._set_grad_enabled` itself is never replaced: torch compares it by identity (export,
-`make_fx(pre_dispatch=True)`) and would silently drop regions if it were. Regions that touch only
+`make_fx(pre_dispatch=True)`) and would silently drop regions if it were. Its direct calls, and
+the return of a function a `set_grad_enabled(False)` statement turned grad mode off in, are seen
+with `sys.setprofile` in the thread, only while forward mode runs or such a statement is watched. Regions that touch only
 constants change nothing, and are not findings. Imports torch.
 """
 from __future__ import annotations
