@@ -33,6 +33,7 @@ class GradModeChange:
     expr: ast.expr  # the with item's context expression, or the decorator
     owner: ast.AST  # the `with` statement, the decorated function, or the call's statement
     function: Optional[ast.AST]  # the function whose body it covers (None at module level)
+    when: str = ""  # a region entered only on a condition: "`self.frozen` is True" (`set_grad_enabled(flag)`, ...)
 
     @property
     def disables_grad(self) -> bool:
@@ -65,6 +66,9 @@ class GradState:
     inference_region: Optional[GradModeChange] = None
 
     def after(self, change: GradModeChange) -> "GradState":
+        if change.when:  # entered or not by a flag: nothing is known of the mode inside
+            inference = _UNKNOWN if change.api == "inference_mode" else self.inference
+            return GradState(_UNKNOWN, inference, None, self.inference_region if inference else None)
         if change.api == "inference_mode":
             # inference_mode(True) turns grad off, inference_mode(False) turns it back on
             grad = _UNKNOWN if change.enabled is None else not change.enabled
@@ -262,7 +266,8 @@ class SemanticModel:
 
     @property
     def regions(self) -> list[GradModeChange]:
-        return [change for change in self.grad_mode_changes if change.disables_grad]
+        """The regions that disable grad, and those that do when a flag says so."""
+        return [change for change in self.grad_mode_changes if change.disables_grad or change.when]
 
     # -- what an expression refers to ---------------------------------------------------------
 
@@ -278,9 +283,13 @@ class SemanticModel:
         if isinstance(owner, ast.Expr) and (inner := _entered_context(expr)) is not None:
             expr, entered = inner, True  # an ExitStack enters it: it holds until the stack closes
         call = expr if isinstance(expr, ast.Call) else None
+        when = ""
         if entered and call is None:
             # `with frozen:` after `frozen = torch.no_grad()`; `with torch.no_grad:` is no context manager
-            call, scope = self._region_object(expr, scope)
+            chosen, scope = (expr, scope) if isinstance(expr, ast.IfExp) else self._region_object(expr, scope)
+            if isinstance(chosen, ast.IfExp):  # `torch.no_grad() if frozen else nullcontext()`
+                chosen, when = _chosen_region(chosen)
+            call = chosen
             if call is None:
                 return None
         target = call.func if call else expr
@@ -299,7 +308,12 @@ class SemanticModel:
         enabled = {"no_grad": False, "enable_grad": True}.get(api_name)
         if api_name in ("set_grad_enabled", "inference_mode"):
             enabled = _literal_mode(call, keyword="mode", default=api_name == "inference_mode")
-        change = GradModeChange(api_name, enabled, expr, owner, function)
+            if enabled is _UNKNOWN and not isinstance(owner, ast.Expr):  # `with set_grad_enabled(self.training):`
+                flag = call.args[0] if call.args else next(k.value for k in call.keywords if k.arg == "mode")
+                when = _when(flag, api_name == "inference_mode")
+        if when and api_name == "enable_grad":
+            return None  # chosen by a flag, it turns grad on or leaves it as it is
+        change = GradModeChange(api_name, enabled, expr, owner, function, when)
         self.grad_mode_changes.append(change)
         self._change_of[expr] = self._change_of[outer] = change
         return change
@@ -309,7 +323,7 @@ class SemanticModel:
         `self.frozen = torch.no_grad()` in a method of the class (the same call in every method)."""
         if isinstance(expr, ast.Name):
             binding = self.scopes.only_binding(expr, scope)
-            if binding is not None and isinstance(binding.value, ast.Call):
+            if binding is not None and isinstance(binding.value, (ast.Call, ast.IfExp)):
                 return binding.value, binding.scope
             return None, scope
         if not (isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name)):
@@ -846,8 +860,32 @@ def _entered_context(expr: ast.expr) -> ast.expr | None:
 
 
 def _last_name(expr: ast.expr) -> str:
-    """`no_grad` for `torch.no_grad` or `no_grad`; "" for anything else."""
+    """`no_grad` for `torch.no_grad` or `no_grad`; the call's in a branch of `a if flag else b` that
+    makes one (`torch.no_grad() if frozen else nullcontext()`); "" for anything else."""
+    if isinstance(expr, ast.IfExp):
+        chosen = _chosen_region(expr)[0]
+        return _last_name(chosen.func) if chosen is not None else ""
     return expr.attr if isinstance(expr, ast.Attribute) else expr.id if isinstance(expr, ast.Name) else ""
+
+
+def _chosen_region(choice: ast.IfExp) -> tuple[ast.Call | None, str]:
+    """The grad-mode call one branch of `a if flag else b` makes, and when it is made; None when
+    both or neither branch is a call (told apart by what they call, not resolved here)."""
+    branches = [(branch, _when(choice.test, taken))
+                for branch, taken in ((choice.body, True), (choice.orelse, False))
+                if isinstance(branch, ast.Call) and _names_grad_mode(branch.func)]
+    return branches[0] if len(branches) == 1 else (None, "")
+
+
+def _when(flag: ast.expr, value: bool) -> str:
+    """"`frozen` is True" for `frozen` and True, or for `not frozen` and False."""
+    while isinstance(flag, ast.UnaryOp) and isinstance(flag.op, ast.Not):
+        flag, value = flag.operand, not value
+    return f"`{ast.unparse(flag)}` is {value}"
+
+
+def _names_grad_mode(func: ast.expr) -> bool:
+    return not isinstance(func, ast.IfExp) and _last_name(func) in torch_names.GRAD_MODE_WORDS
 
 
 def _literal_mode(call: ast.Call | None, keyword: str, default: bool) -> Optional[bool]:

@@ -463,7 +463,7 @@ def region_cuts_its_values(model: SemanticModel, region: GradModeChange) -> bool
     (or that it only reads), as the memory-preserving fix writes it. Forward mode and tracers then
     compute what reverse mode does, so NG004-NG006 do not report it. An `inference_mode` region
     never is: its tensors cannot be saved for backward, cut or not."""
-    if region.api == "inference_mode" or not region.disables_grad or isinstance(region.owner, ast.Expr):
+    if region.api == "inference_mode" or not region.disables_grad or region.when or isinstance(region.owner, ast.Expr):
         return False
     try:
         check_owner(model, region)
@@ -479,6 +479,8 @@ def region_cuts_its_values(model: SemanticModel, region: GradModeChange) -> bool
 
 def check_owner(model: SemanticModel, region: GradModeChange) -> None:
     owner = region.owner
+    if region.when:
+        raise Refusal(f"a region only when {region.when}: a cut would hold always")
     if isinstance(owner, ast.Expr):
         raise Refusal("entered on an ExitStack: no block to rewrite" if region.on_stack
                       else "set_grad_enabled(False) called as a statement: no block to rewrite")

@@ -64,6 +64,13 @@ def call_name(reacher: Reacher) -> str:
 def message_at_region(finding: RegionFinding, region: Region) -> str:
     """`jacfwd(...)` ignores this `no_grad` region: forward-mode gradients flow through it"""
     who, api = call_name(finding.reacher), f"`{region.api}`"
+    if region.when:  # a region only on a condition: say which
+        return fit(*{
+            "forward": [f"{who} ignores this {api} region, entered when {region.when}"],
+            "traced": [f"{who} drops this {api} region, entered when {region.when}, from its graph"],
+            "inference": [f"{who} reaches this {api} region, entered when {region.when}"],
+            "reverse": [f"{who} respects this {api} region (when {region.when}); forward mode would not"],
+        }[finding.kind])
     return fit(*{
         "forward": [f"{who} ignores this {api} region: forward-mode gradients flow through it",
                     f"{who} ignores this {api}: forward-mode gradients flow through it"],
@@ -78,7 +85,7 @@ def message_at_region(finding: RegionFinding, region: Region) -> str:
 def message_at_reacher(finding: RegionFinding, region: Region, callee: str, place: str = "") -> str:
     """`jacfwd(...)` reaches the `no_grad` region of `loss` (pkg/model.py:5) in forward mode, which
     ignores it. `place` is where the region is, so that a call reaching two regions says which."""
-    api = f"`{region.api}`"
+    api = f"`{region.api}`" + (f" (when {region.when})" if region.when else "")
     name = shorten(display_name(region.function).rpartition(".")[2], 20) if region.function else ""
     wheres = [f" of `{name}`", ""] if name else [""]
     path, _, row = place.rpartition(":")

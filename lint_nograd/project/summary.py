@@ -146,6 +146,7 @@ class Region:
     inputs: Optional[tuple[str, ...]] = None  # the parameters its values depend on, all else constant (region_flow)
     stores: tuple[str, ...] = ()  # the attributes it only stores into, read by nothing else it does
     local_only: bool = False  # it only binds locals: no state a tracer records (region_flow)
+    when: str = ""  # entered only on a condition: "`self.frozen` is True"
 
 
 @dataclass(slots=True)
@@ -208,7 +209,7 @@ class ModuleSummary:
             "regions": [{"function": r.function, "api": r.api, "inference": r.inference, "span": span(r.span),
                          "dual_level": span(r.dual_level), "cut": r.cut,
                          "inert": r.inert, "inputs": r.inputs, "stores": r.stores,
-                         "local_only": r.local_only} for r in self.regions],
+                         "local_only": r.local_only, "when": r.when} for r in self.regions],
             "backwards": [{"callees": b.callees, "callee_text": b.callee_text, "name": b.name,
                            "assigned_row": b.assigned_row, "span": span(b.span)} for b in self.backwards],
             "properties": self.properties,
@@ -260,7 +261,7 @@ class ModuleSummary:
                           r["cut"],
                           r.get("inert", ""), None if r.get("inputs") is None else tuple(r["inputs"]),
                           tuple(r.get("stores", ())),
-                          bool(r.get("local_only", False))) for r in data["regions"]]
+                          bool(r.get("local_only", False)), r.get("when", "")) for r in data["regions"]]
         backwards = [BackwardSite(refs(b["callees"]), b["callee_text"], b["name"], b["assigned_row"],
                                   span(b["span"])) for b in data["backwards"]]
         return cls(functions, classes, {k: refs(v) for k, v in data["names"].items()}, regions, backwards,
@@ -1057,6 +1058,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
                    for region in self.model.regions]
         for summary, region in zip(regions, self.model.regions):
             _add_flow(summary, self.model, region)
+            summary.when = region.when
         return regions
 
     def _graphless_returns(self) -> None:
