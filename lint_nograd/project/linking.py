@@ -349,9 +349,6 @@ class Project:
             return self._member(value[1], value[2], name, kind == "I", set())
         if kind == "X":
             return (("X", f"{value[1]}.{name}"),)
-        if kind == "P" and self._following and depth < _MAX_DEPTH:  # an attribute of what the calls pass
-            return tuple(v for passed in self.passed(value[1], value[2], value[3])
-                         for v in self.attribute(passed, name, depth + 1))
         if kind == "W" and name == library.WRAPPED_ATTRIBUTE:  # `ddp.module` is what it wraps
             return (value[1],)
         if kind == "S":  # `super().forward`: the first class after this one, in its MRO, that has it
