@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from lint_nograd.fix.rewrite import fix_source
+from lint_nograd.fix.settings import FixSettings
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="SIGKILL and process groups")
 
@@ -30,7 +31,8 @@ LEFTOVER = re.compile(r"\.(?P<name>.+\.py)\.\w+\.tmp")
 
 
 def fixed_version(data: bytes) -> bytes:
-    result = fix_source(data)
+    """What `fix` writes in a project that does not declare lint-nograd: no added import."""
+    result = fix_source(data, settings=FixSettings(may_add_shim=False))
     return result.text.encode(result.encoding)
 
 
