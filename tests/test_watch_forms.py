@@ -1,6 +1,6 @@
 """The watcher sees the regions `check` names that no `with` opens: a `torch.set_grad_enabled(False)`
 statement (it ends where grad mode is set back, or where its function returns), a direct call of
-`torch._C._set_grad_enabled` as library code makes, and a region of a traced module that calls a
+`torch._C._set_grad_enabled` as library code makes (under forward mode and tracers alike), and a region of a traced module that calls a
 submodule. Each finding comes with the values that show it is real."""
 from __future__ import annotations
 
@@ -68,6 +68,11 @@ PROGRAM = """\
     make_fx(to_the_return)(x)  # make_fx to the return
     torch.jit.trace(after_the_return, x)
     torch.fx.symbolic_trace(statement)  # symbolic_trace statement
+    traced_library = torch.jit.trace(library, x)  # trace library
+    graph_library = make_fx(library)(x)  # make_fx library
+    xr = x.clone().requires_grad_()
+    print("traced library", *(torch.autograd.grad(f(xr), xr)[0].item() for f in (traced_library, graph_library, library)))
+    torch.fx.symbolic_trace(library)  # symbolic_trace library
     print("grad mode", torch.is_grad_enabled())
     torch.manual_seed(0)
     net, data = Net(), torch.randn(2, 3)
@@ -94,6 +99,9 @@ def test_statements_direct_calls_and_submodule_regions_under_forward_mode_and_tr
         ("NG005", "program.py", at["statement to the return"], at["make_fx to the return"]),
         ("NG004", "program.py", at["library region"], at["jvp library"]),
         ("NG004", "program.py", at["library region"], at["hessian library"]),
+        ("NG005", "program.py", at["library region"], at["trace library"]),
+        ("NG005", "program.py", at["library region"], at["make_fx library"]),
+        ("NG005", "program.py", at["library region"], at["symbolic_trace library"]),
         ("NG005", "program.py", at["submodule region"], at["trace submodule"]),
     }
     # a statement's region ends where its function returns: `switch_off` computed nothing in it
@@ -103,6 +111,8 @@ def test_statements_direct_calls_and_submodule_regions_under_forward_mode_and_tr
     # hessian 3.0 where grad(grad) gives 0; grad mode is on again after each
     assert lines[:2] == ["statement 6.75 2.25", "hessian 3.0"] and "library 6.75 2.25" in lines
     assert "grad mode True" in lines
+    # the traces differentiate through the direct call's region: 6.75 where eager gives 2.25
+    assert "traced library 6.75 6.75 2.25" in lines
     # the traced module differentiates the submodule that eager mode does not
     assert "submodule None True" in done.stdout
     [library] = [d for d in report if d["location"]["row"] == at["library region"]

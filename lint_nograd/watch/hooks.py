@@ -12,7 +12,8 @@ context managers, keeps each thread's open regions on a stack, and records a fin
 `torch._C._set_grad_enabled` itself is never replaced: torch compares it by identity (export,
 `make_fx(pre_dispatch=True)`) and would silently drop regions if it were. Its direct calls, and
 the return of a function a `set_grad_enabled(False)` statement turned grad mode off in, are seen
-with `sys.setprofile` in the thread, only while forward mode runs or such a statement is watched. Regions that touch only
+with `sys.setprofile` in the thread, only while forward mode or a tracer runs or such a statement
+is watched. Regions that touch only
 constants change nothing, and are not findings. Imports torch.
 """
 from __future__ import annotations
@@ -164,6 +165,8 @@ class Watcher:
         except AttributeError:
             self.local.stack = []
             self.local.dual_levels = []
+            self.local.tracers = 0
+            self.local.grad_was_enabled = True
             return self.local.stack
 
     def pause(self, watched: _Region, enabling: _Region) -> None:
@@ -756,12 +759,17 @@ def _hooks(w: Watcher) -> list[tuple[type, str, Any]]:
         """Under forward mode, and while a statement's region is watched: what no context manager
         shows, grad mode set by calling `torch._C._set_grad_enabled` itself (library code does),
         and the return of a function that turned it off with a statement."""
-        if event == "c_return":
+        if event == "c_call":
+            if argument is c_set_grad_enabled:
+                local.grad_was_enabled = is_grad_enabled()
+        elif event == "c_return":
             if argument is c_set_grad_enabled and not _machinery(frame.f_code.co_filename):
                 stack = w.stack()
                 if stack and stack[-1].pending:
                     w.end_statements()
-                if not is_grad_enabled():
+                # a region where it turns grad mode off: not where it was off already (jit.trace
+                # checks its trace with grad mode off), nor where it sets back what it found
+                if local.grad_was_enabled and not is_grad_enabled():
                     opened(object(), "_set_grad_enabled(False)", True, False, frame, True)
         elif event == "return":
             stack = local.stack
@@ -785,10 +793,26 @@ def _hooks(w: Watcher) -> list[tuple[type, str, Any]]:
             update_profile()
         return dual_exit(self, *exc)
 
+    def tracing(original):
+        """A tracer that drops regions runs `original`: a direct `_set_grad_enabled(False)` in what
+        it traces opens a region no context manager shows, seen only while the thread is profiled."""
+        @functools.wraps(original)
+        def trace(*args, **kwargs):
+            w.stack()
+            local.tracers += 1
+            update_profile()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                local.tracers -= 1
+                update_profile()
+        return trace
+
     def update_profile():
-        """Profile the thread while forward mode runs or a statement's region is watched, unless
-        a profiler of the program does."""
-        needed = bool(local.dual_levels) or any(region.pending and region.watch for region in local.stack)
+        """Profile the thread while forward mode or a tracer runs, or a statement's region is
+        watched, unless a profiler of the program does."""
+        needed = (bool(local.dual_levels) or local.tracers > 0
+                  or any(region.pending and region.watch for region in local.stack))
         current = sys.getprofile()
         if needed and current is None:
             sys.setprofile(profile)
@@ -811,6 +835,12 @@ def _hooks(w: Watcher) -> list[tuple[type, str, Any]]:
         (forward_ad.dual_level, "__enter__", dual_level__enter__),
         (forward_ad.dual_level, "__exit__", dual_level__exit__),
     ]
+    # fx's Tracer.trace runs symbolic_trace's and make_fx's tracing; jit.trace goes through these two
+    jit_trace = importlib.import_module("torch.jit._trace")
+    hooks += [(owner, name, tracing(owner.__dict__[name]))
+              for owner, name in ((torch.fx.Tracer, "trace"), (jit_trace, "_trace_impl"),
+                                  (jit_trace, "trace_module"), (torch.jit, "trace_module"))
+              if name in owner.__dict__]
     # TorchScript compiles a context manager's methods from their source: it finds the original's
     # through __wrapped__, and a scripted function keeps its region
     return [(cls, name, functools.wraps(cls.__dict__[name])(wrapper)) for cls, name, wrapper in hooks]
