@@ -319,6 +319,48 @@ CASES = {
         {("main.<lambda1>", "main.one"), ("main.<lambda1>", "main.two"), ("main.twice", "main.<lambda1>")},
         {("main", "main.one"), ("main.twice", "main.two")},
     ),
+    "builtins that call their function argument": (
+        {"main.py": """
+            import functools
+
+            def square(x):
+                return x
+
+            def keep(x):
+                return x
+
+            def by(x):
+                return x
+
+            def add(a, b):
+                return a
+
+            def make(x):
+                def made():
+                    pass
+                return made
+
+            def shadowed(x):
+                pass
+
+            def run(xs):
+                list(map(square, xs))
+                list(filter(keep, xs))
+                sorted(xs, key=by)
+                max(xs, key=by)
+                min(1, 2, key=by)
+                functools.reduce(add, xs)
+                for f in map(make, xs):
+                    f()
+
+            def local(xs):
+                map = lambda f, ys: ys
+                map(shadowed, xs)
+            """},
+        {("main.run", "main.square"), ("main.run", "main.keep"), ("main.run", "main.by"), ("main.run", "main.add"),
+         ("main.run", "main.make"), ("main.run", "main.make.made")},
+        {("main.local", "main.shadowed"), ("main", "main.square")},
+    ),
 }
 
 

@@ -37,6 +37,21 @@ CALLS_ARGUMENT = {
     "functorch.functional_call": (0, "module"),
 }
 
+# Builtins and functools calls that call the function they are given on the elements of an iterable:
+# name -> ((position, keyword) of the function, None when keyword-only; position of the iterable; how
+# many elements each call takes; what the call returns: "results" (a container of what the function
+# returns), "elements" (a container of the iterable's elements), "element" (one of them), "result").
+# `map(f, xs)` runs `f(x)` for each `x` of `xs`; `sorted(xs, key=f)` runs `f(x)`; `reduce(f, xs)` runs `f(a, x)`.
+CALLS_ON_ELEMENTS = {
+    "builtins.map": ((0, "func"), 1, 1, "results"),
+    "builtins.filter": ((0, "function"), 1, 1, "elements"),
+    "builtins.sorted": ((None, "key"), 0, 1, "elements"),
+    "builtins.max": ((None, "key"), 0, 1, "element"),
+    "builtins.min": ((None, "key"), 0, 1, "element"),
+    "functools.reduce": ((0, "function"), 1, 2, "result"),
+    "_functools.reduce": ((0, "function"), 1, 2, "result"),
+}
+
 # Methods of a module that register a function run whenever the module runs (`forward` hooks run
 # around `forward`; backward hooks when its gradients are computed, inside a transform too).
 REGISTERS_HOOK = frozenset({"register_forward_hook", "register_forward_pre_hook", "register_full_backward_hook",

@@ -322,6 +322,21 @@ def _first_argument(call: ast.Call, position: int, keyword: str) -> ast.expr | N
     return next((k.value for k in call.keywords if k.arg == keyword), None)
 
 
+def _function_argument(call: ast.Call, position: Optional[int], keyword: str) -> ast.expr | None:
+    """The function a row of library.CALLS_ON_ELEMENTS is given: keyword-only when `position` is None."""
+    if position is None:
+        return next((k.value for k in call.keywords if k.arg == keyword), None)
+    return _first_argument(call, position, keyword)
+
+
+def _on_elements(names: frozenset[str]) -> Optional[tuple]:
+    for name in names:
+        row = library.CALLS_ON_ELEMENTS.get(name)
+        if row is not None:
+            return row
+    return None
+
+
 def _literal_keywords(call: ast.Call) -> dict[str, object]:
     return {k.arg: k.value.value for k in call.keywords if k.arg and isinstance(k.value, ast.Constant)}
 
@@ -412,7 +427,10 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             return tuple([("attr", ref, call.args[1].value)  # `getattr(m, "forward")`: a name written out
                           for ref in self.refs(call.args[0], scope, depth + 1)])
         callees = self.refs(func, scope, depth + 1)
-        names = _imported(callees)
+        names = _imported(callees) | (self._builtin(func, scope) if not callees else frozenset())
+        on_elements = _on_elements(names) if names else None
+        if on_elements is not None:  # `map(f, xs)` holds what `f` returns; `sorted(xs, key=f)`, the elements
+            return self._on_elements_refs(call, on_elements, scope, depth)
         entry = entry_points.entry_point(names) if names else None
         if entry is not None or names & _WRAPPERS:
             position, keyword = entry.argument if entry else (0, "func")
@@ -431,6 +449,17 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         if contents is not None:
             return contents
         return tuple([("call", ref) for ref in callees])
+
+    def _on_elements_refs(self, call: ast.Call, row: tuple, scope: Scope, depth: int) -> tuple[Ref, ...]:
+        (position, keyword), at, _, returns = row
+        if returns in ("results", "result"):
+            function = self.refs(_function_argument(call, position, keyword), scope, depth + 1)
+            return tuple([("box", ("call", ref)) if returns == "results" else ("call", ref) for ref in function])
+        iterable = _first_argument(call, at, "") if len(call.args) == 1 or position is not None else None
+        if iterable is None:  # `max(a, b, key=f)`: one of them
+            return tuple([ref for arg in call.args for ref in self.refs(arg, scope, depth + 1)])
+        refs = self.refs(iterable, scope, depth + 1)
+        return tuple([("item", ref) for ref in refs]) if returns == "element" else refs
 
     def _binding_refs(self, bindings: list[Binding], depth: int) -> tuple[Ref, ...]:
         if len(bindings) == 1:
@@ -909,10 +938,15 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         elif type(func) is ast.Attribute and func.attr in library.REGISTERS_HOOK and node.args:
             self._hook(func.value, node.args[0])
         callees = self.refs(func)
-        if not callees and not (isinstance(func, ast.Attribute) and func.attr == "trace"):
+        builtin = self._builtin(func, self.scope) if not callees else frozenset()
+        if not callees and not builtin and not (isinstance(func, ast.Attribute) and func.attr == "trace"):
             return  # most calls of what is neither the project's nor PyTorch's: `len(x)`, `x.append(y)`
-        names = _imported(callees)
+        names = _imported(callees) | builtin
         if not names and self._partial_entry(node):
+            return
+        on_elements = _on_elements(names) if names else None
+        if on_elements is not None:  # `map(f, xs)`, `sorted(xs, key=f)`: `f` called on the elements
+            self._called_on_elements(node, on_elements)
             return
         if names:
             entry = entry_points.entry_point(names)
@@ -954,6 +988,34 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             span = span_of(node, self.lines)
             self.functions[self.function].call_sites.append(CallSite(callees, args, keywords, span, _short(span),
                                                                      receiver))
+
+    def _builtin(self, func: ast.expr, scope: Scope) -> frozenset[str]:
+        """`builtins.map` for `map`, when no binding of the file shadows it (only the builtins the
+        library table names)."""
+        if type(func) is ast.Name and func.id in _BUILTIN_CALLS and \
+                not self.scopes.lookup(scope, func.id, (func.lineno, func.col_offset)):
+            return frozenset({f"builtins.{func.id}"})
+        return frozenset()
+
+    def _called_on_elements(self, call: ast.Call, row: tuple) -> None:
+        """`map(f, xs)`: a call of `f` made here, each time given an element of `xs` (`reduce(f, xs)`:
+        two, the first what `f` returned)."""
+        (position, keyword), at, taken, _ = row
+        callees = tuple([ref for ref in self.refs(_function_argument(call, position, keyword))
+                         if _may_run_a_function(ref)])
+        if not callees:
+            return
+        calls = self._calls[self.function]
+        for ref in callees:
+            calls[ref] = None
+        self._mode_of_call(callees, call)
+        iterable = _first_argument(call, at, "") if position is not None or len(call.args) == 1 else None
+        elements = tuple([("item", ref) for ref in self.refs(iterable)]) if iterable is not None else \
+            tuple([ref for arg in call.args for ref in self.refs(arg)])  # `max(a, b, key=f)`
+        if elements:
+            span = span_of(call, self.lines)
+            args = (elements,) if taken == 1 else (tuple([("call", ref) for ref in callees]) + elements, elements)
+            self.functions[self.function].call_sites.append(CallSite(callees, args, {}, span, _short(span)))
 
     def _applied(self, entry: entry_points.EntryPoint, call: ast.Call) -> None:
         """A transform applied in a function where the caller's mode may hold (in a region of its own
@@ -1091,6 +1153,7 @@ _BUILTIN_CONTAINERS = {"list": "container", "tuple": "container", "dict": "mappi
                        "sorted": "container"}
 # Methods that put a module into a container (or a named child into a module).
 _ORDERED_DICT = frozenset({"collections.OrderedDict"})
+_BUILTIN_CALLS = frozenset(name.partition(".")[2] for name in library.CALLS_ON_ELEMENTS if name.startswith("builtins."))
 _ADDS = frozenset({"append", "extend", "insert", "add_module", "register_module", "update"})
 _MAY_REFER = frozenset({ast.Name, ast.Attribute, ast.Lambda, ast.Call})  # what `refs` finds anything in
 
