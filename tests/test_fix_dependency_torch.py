@@ -85,7 +85,9 @@ def test_the_chosen_form_keeps_values_and_gradients(tmp_path, monkeypatch, capsy
     # the torch installed is the release the findings are for; unsafe fixes too, to run the fallback
     assert cli.main(["fix", "--no-cache", "--unsafe-fixes", "m.py"]) == 0, capsys.readouterr()
     fixed = (tmp_path / "m.py").read_text()
-    exact = entry != "make_fx" or behaviour(default_target()).make_fx_keeps_detach
+    # where make_fx records `.detach()` as an alias (torch 2.14 on), a traced region gets the shim: a
+    # fix knows that a tracer reaches the region, not that no make_fx does
+    exact = entry not in ("make_fx", "symbolic_trace", "jit.trace") or behaviour(default_target()).make_fx_keeps_detach
     if exact:
         assert "scale = x.sin().mean().detach()\n" in fixed and "lint_nograd" not in fixed
     else:

@@ -27,7 +27,14 @@ def measured(path: Path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # DataParallel without GPUs, checkpoint's defaults
         spec.loader.exec_module(module)
-        return module.measure(X)
+        try:
+            return module.measure(X)
+        except (RuntimeError, NotImplementedError) as error:
+            # older releases run no forward mode through checkpoint (its autograd.Function has no
+            # jvp or vmap rule): the region cannot change a result there, it raises
+            if path.stem == "checkpoint" and ("vmap support" in str(error) or "jvp function" in str(error)):
+                pytest.skip(f"torch {torch.__version__} has no forward mode through checkpoint")
+            raise
 
 
 @pytest.mark.parametrize("path", CASES, ids=lambda p: p.stem)
