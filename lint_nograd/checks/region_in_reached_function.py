@@ -22,6 +22,9 @@ _WHY = {
                "through the region, and results differ from reverse mode. ",
     "traced": "The tracer records the operations but not the grad mode (pytorch issue 62043): the traced "
               "graph computes other gradients than eager mode. ",
+    "exported": "The tracer records the operations but not the grad mode (pytorch issue 62043): the traced graph "
+                "computes the same values, and other gradients than eager mode if it is ever differentiated; "
+                "here it is only saved, exported or run without grad. ",
     "inference": "A value computed under inference_mode and saved for backward raises `RuntimeError: "
                  "Inference tensors cannot be saved for backward`. ",
     "reverse": "Reverse mode respects the region today, but tracers drop it and forward mode composed "
@@ -37,7 +40,12 @@ class RegionFinding(NamedTuple):
 
     @property
     def help(self) -> str:
-        return _WHY[self.kind] + _FIX
+        return _WHY[self.wording] + _FIX
+
+    @property
+    def wording(self) -> str:
+        """The kind, or "exported" for a tracer whose result nothing may differentiate."""
+        return "exported" if self.kind == "traced" and self.reacher.exported else self.kind
 
 
 def findings_for(region: Region, reach: dict[str, Reacher], release: Behaviour,
@@ -48,8 +56,8 @@ def findings_for(region: Region, reach: dict[str, Reacher], release: Behaviour,
     inference = region.inference
     if forward and not inference and release.inner_region_forward_mode == "ignored":
         yield RegionFinding("NG004", "forward", forward)
-    if traced:
-        yield RegionFinding("NG005", "traced", traced)
+    if traced:  # a warning where every tracer reaching it is made for export or inference: same values
+        yield RegionFinding("NG005", "traced", traced, "warning" if traced.exported else None)
     if inference and (reverse or forward and forward.entry == "hessian"):
         yield RegionFinding("NG006", "inference", reverse or forward, "error")
     elif reverse and not inference and release.inner_region_reverse_mode == "respected":
@@ -68,18 +76,24 @@ def message_at_region(finding: RegionFinding, region: Region) -> str:
         return fit(*{
             "forward": [f"{who} ignores this {api} region, entered when {region.when}"],
             "traced": [f"{who} drops this {api} region, entered when {region.when}, from its graph"],
+            "exported": [f"{who} drops this {api} region, entered when {region.when}: same values, other graph"],
             "inference": [f"{who} reaches this {api} region, entered when {region.when}"],
             "reverse": [f"{who} respects this {api} region (when {region.when}); forward mode would not"],
-        }[finding.kind])
+        }[finding.wording])
     return fit(*{
         "forward": [f"{who} ignores this {api} region: forward-mode gradients flow through it",
                     f"{who} ignores this {api}: forward-mode gradients flow through it"],
         "traced": [f"{who} drops this {api} region from the graph it records",
                    f"{who} drops this {api} from the graph it records"],
+        "exported": [f"{who} drops this {api} region: the trace computes the same values, but records a graph "
+                     "where eager mode does not",
+                     f"{who} drops this {api} region: same values, a graph where eager mode has none",
+                     f"{who} drops this {api}: same values, a graph where eager mode has none",
+                     f"{who} drops this {api}: same values, other graph"],
         "inference": [f"{who} reaches this {api} region: values saved for backward raise"],
         "reverse": [f"{who} respects this {api} region, but tracers and forward mode would not",
                     f"{who} respects this {api}; tracers and forward mode do not"],
-    }[finding.kind])
+    }[finding.wording])
 
 
 def message_at_reacher(finding: RegionFinding, region: Region, callee: str, place: str = "") -> str:
@@ -94,9 +108,11 @@ def message_at_reacher(finding: RegionFinding, region: Region, callee: str, plac
                  for at in places for way in {
         "forward": [f"{who} reaches the {api} region{where}{at} in forward mode, which ignores it"],
         "traced": [f"{who} traces the {api} region{where}{at} and drops it from the graph"],
+        "exported": [f"{who} drops the {api} region{where}{at} from a graph of the same values",
+                     f"{who} drops the {api} region{where}{at}: same values, other graph"],
         "inference": [f"{who} reaches the {api} region{where}{at}: values saved for backward raise"],
         "reverse": [f"{who} reaches the {api} region{where}{at}, which only reverse mode respects"],
-    }[finding.kind]))
+    }[finding.wording]))
 
 
 def modes_that_cannot_matter(region: Region, project: Project | None = None,

@@ -52,6 +52,7 @@ class Reacher:
     text: str  # `jacfwd(loss)`
     through: Optional[FunctionKey] = None  # the first function of the chain, when reached transitively
     via: Optional[tuple[str, Span, str]] = None  # (module, span, text): the call of the helper that passed it on
+    exported: bool = False  # a tracer whose result is only saved, exported or run without grad (Source.exported)
 
 
 @dataclass(frozen=True)
@@ -768,14 +769,16 @@ class Project:
             if use == "called":
                 called = True
             elif isinstance(use, tuple):  # (mode, reacher)
-                sourced.setdefault(use[0], use[1])
+                if _rather(sourced.get(use[0]), use[1]):
+                    sourced[use[0]] = use[1]
             elif called or self._may_transform(key[0], use) or self._permissive == 2:  # passed to a helper
                 for callee, name, refs in self._helpers(key[0], use):
                     if _passes(key, refs):
                         more_called, more_sourced = self.parameter((callee[1], callee[2], name))
                         called = called or more_called
                         for mode, reacher in more_sourced.items():
-                            sourced.setdefault(mode, reacher)
+                            if _rather(sourced.get(mode), reacher):
+                                sourced[mode] = reacher
         self._parameters[key] = (called, sourced)
         return called, sourced
 
@@ -840,7 +843,7 @@ class Project:
 
     def _reach(self, function: Value, mode: str, reacher: Reacher) -> None:
         key = (function[1], function[2])
-        if mode not in self.reached[key]:
+        if _rather(self.reached[key].get(mode), reacher):  # at most twice a mode: export, then not
             self.reached[key][mode] = reacher
             self._queue.append((key, mode))
 
@@ -1261,7 +1264,13 @@ def _passes(key: tuple[str, str, str], refs: tuple[Ref, ...]) -> bool:
 
 
 def _reacher(mode: str, module: str, source) -> Reacher:
-    return Reacher(mode, source.entry, module, source.span, source.text)
+    return Reacher(mode, source.entry, module, source.span, source.text, exported=mode == DROPS and source.exported)
+
+
+def _rather(known: Optional[Reacher], reacher: Reacher) -> bool:
+    """Whether `reacher` is kept in place of the one known for its mode: the first, but a tracer whose
+    result may be differentiated over one made for export (NG005 is then an error)."""
+    return known is None or known.exported and not reacher.exported
 
 
 def callee_text(text: str) -> str:

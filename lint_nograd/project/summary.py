@@ -26,7 +26,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Optional
 
-from lint_nograd.analysis import entry_points, library, region_flow, torch_names
+from lint_nograd.analysis import entry_points, library, region_flow, torch_names, trace_uses
 from lint_nograd.analysis.model import (
     CALLER_STATE,
     MODULE_STATE,
@@ -71,6 +71,7 @@ class Source:
     # free one); None when unknown (linking: `constant_params`)
     selection: Optional[tuple[bool, int, tuple[str, ...], Optional[tuple[int, ...]]]] = None
     gradient_step: bool = False  # `make_fx` of a function of this module that returns only torch.autograd.grad's result
+    exported: bool = False  # a tracer's result only saved, exported or run without grad where it is bound (trace_uses)
 
 
 @dataclass(slots=True)
@@ -180,7 +181,7 @@ class ModuleSummary:
         def source(s):
             return {"entry": s.entry, "modes": s.modes, "targets": s.targets, "span": span(s.span), "text": s.text,
                     "receivers": s.receivers,
-                    "selection": s.selection, "gradient_step": s.gradient_step}
+                    "selection": s.selection, "gradient_step": s.gradient_step, "exported": s.exported}
 
         def site(c):
             return {"callees": c.callees, "args": c.args, "keywords": c.keywords, "span": span(c.span),
@@ -232,7 +233,8 @@ class ModuleSummary:
         def source(d):
             return Source(d["entry"], tuple(d["modes"]), refs(d["targets"]), span(d["span"]), d["text"],
                           refs(d["receivers"]),
-                          _selection(d.get("selection")), bool(d.get("gradient_step", False)))
+                          _selection(d.get("selection")), bool(d.get("gradient_step", False)),
+                          bool(d.get("exported", False)))
 
         def call_site(d):
             return CallSite(refs(d["callees"]), tuple(refs(a) for a in d["args"]),
@@ -366,6 +368,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         self._added: dict[Binding, list[Ref]] = {}  # what `append`, `extend`, ... put in a container name
         self.grad: GradState = MODULE_STATE  # the grad mode here, as far as this file tells
         self._guarded: dict[tuple[str, bool], dict[Ref, None]] = {}  # (function, shielded) -> refs
+        self._scope_uses: dict[ast.AST, trace_uses.ScopeUses] = {}  # for what tracers' results are made for
 
     def run(self) -> ModuleSummary:
         self._visit_all(self.model.module.body)
@@ -962,6 +965,8 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
                 if len(sources) > count:
                     sources[-1].selection = self._selection(entry, node)
                     sources[-1].gradient_step = entry.name == "make_fx" and self._traces_a_gradient_step(node)
+                    sources[-1].exported = entry_points.DROPS in sources[-1].modes and \
+                        self._made_for_export(node, 1 if entry.name == "make_fx" else 0)
                 return
             argument = library.argument_of(library.CALLS_ARGUMENT, names)
             if argument is not None:  # `checkpoint(block, x)`, `functional_call(net, params, x)` call it
@@ -969,8 +974,12 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         elif isinstance(func, ast.Attribute) and func.attr == "trace":
             receivers = self.refs(func.value)  # `Tracer().trace(model)`, checked when linked
             if receivers:
+                sources = self.functions[self.function].sources
+                count = len(sources)
                 self._add_source("Tracer.trace", (entry_points.DROPS,), self.refs(_first_argument(node, 0, "root")),
                                  node, receivers)
+                if len(sources) > count:
+                    sources[-1].exported = self._made_for_export(node, 0)
             return
         callees = tuple([ref for ref in callees if _may_run_a_function(ref)])
         if not callees:
@@ -1052,6 +1061,17 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             return ()
         refs = self.refs(func.value)
         return refs if any(_may_be_the_projects(ref) for ref in refs) else ()
+
+    def _made_for_export(self, call: ast.Call, calls_to_module: int) -> bool:
+        """Whether the scope a tracer's result is bound in only saves, exports or runs it without grad."""
+        scope = self.scope
+        while isinstance(scope.node, COMPREHENSION_NODES):
+            scope = scope.parent
+        uses = self._scope_uses.get(scope.node)
+        if uses is None:
+            uses = self._scope_uses[scope.node] = trace_uses.ScopeUses(scope.node)
+        return trace_uses.made_for_export(call, uses, lambda expr: self.scopes.qualified_names(expr, scope),
+                                          self.model.change_at, calls_to_module)
 
     def _traces_a_gradient_step(self, call: ast.Call) -> bool:
         """`make_fx(step)` where `step`, a function of this module, returns only what
