@@ -361,6 +361,93 @@ CASES = {
          ("main.run", "main.make"), ("main.run", "main.make.made")},
         {("main.local", "main.shadowed"), ("main", "main.square")},
     ),
+    "annotations hold instances of the class they name": (
+        {"main.py": """
+            from typing import Optional, Type
+            from typing import TYPE_CHECKING
+
+            if TYPE_CHECKING:
+                from other import Remote
+
+            class Net:
+                def forward(self, x):
+                    pass
+                def encode(self, x):
+                    pass
+
+            class Head:
+                def __call__(self, x):
+                    pass
+
+            def run(model: Net, x):
+                model(x)
+                model.encode(x)
+
+            def maybe(x, model: Optional["Net"] = None):
+                model.encode(x)
+
+            def either(model: "Head | None"):
+                model(1)
+
+            def made(kind: Type[Net]):
+                kind.encode(None, 1)
+
+            def remote(r: "Remote"):
+                r.step()
+
+            class Trainer:
+                head: Head
+
+                def __init__(self, encoder):
+                    self.encoder: Net = encoder
+
+                def step(self, x):
+                    self.head(x)
+                    self.encoder.encode(x)
+            """,
+         "other.py": """
+            class Remote:
+                def step(self):
+                    pass
+            """},
+        {("main.run", "main.Net.forward"), ("main.run", "main.Net.encode"), ("main.maybe", "main.Net.encode"),
+         ("main.either", "main.Head.__call__"), ("main.made", "main.Net.encode"), ("main.remote", "other.Remote.step"),
+         ("main.Trainer.step", "main.Head.__call__"), ("main.Trainer.step", "main.Net.encode")},
+        {("main.made", "main.Net.forward"), ("main.run", "main.Head.__call__")},
+    ),
+    "torch.no_grad()(f) runs f, and a class decorator is called with the class": (
+        {"main.py": """
+            import torch
+
+            BUILDERS = []
+
+            def stats(x):
+                pass
+
+            def other(x):
+                pass
+
+            frozen = torch.no_grad()(stats)
+
+            def run(x):
+                frozen(x)
+                torch.inference_mode()(other)(x)
+
+            def builder(cls):
+                BUILDERS.append(cls)
+                return cls
+
+            @builder
+            class Block:
+                def forward(self, x):
+                    pass
+
+            def build(i, x):
+                BUILDERS[i]()(x)
+            """},
+        {("main.run", "main.stats"), ("main.run", "main.other"), ("main", "main.builder")},
+        {("main", "main.stats"), ("main.run", "main.builder")},
+    ),
 }
 
 

@@ -104,6 +104,8 @@ def test_each_region_finding_changes_results(project: Path, capsys):
         for finding in found:
             path = project / finding["filename"]
             name = function_at(path, finding["location"]["row"])
+            if not name:  # `torch.no_grad()(f)` at module level: tests/test_reach_forms_torch.py runs its callers
+                continue
             module = importlib.import_module(".".join(Path(finding["filename"]).with_suffix("").parts))
             owner, function = callable_named(module, name)
             if finding["code"] == "NG004":

@@ -12,7 +12,7 @@ from collections import deque
 from typing import Optional
 
 from lint_nograd.project.linking import FunctionKey, Project
-from lint_nograd.project.summary import MODULE_BODY, ModuleSummary
+from lint_nograd.project.summary import MODULE_BODY, ModuleSummary, is_grad_mode_wrapper
 
 
 class CallGraph:
@@ -47,8 +47,25 @@ class CallGraph:
         """{caller: [callee, ...]} by name, sorted; functions of one name (`f`, redefined) joined."""
         found: dict[str, set[str]] = {}
         for caller, callees in self.edges.items():
-            found.setdefault(self.name(caller), set()).update(self.name(callee) for callee in callees)
+            if not is_grad_mode_wrapper(caller[1]):
+                found.setdefault(self.name(caller), set()).update(self.name(callee)
+                                                                  for callee in self._through_wrappers(callees))
         return {caller: sorted(callees) for caller, callees in sorted(found.items())}
+
+    def _through_wrappers(self, callees: list[FunctionKey]) -> list[FunctionKey]:
+        """The callees, each function `torch.no_grad()(f)` makes replaced by what it calls (`f`): the
+        graph shows the functions written, as PyCG does."""
+        found, seen, stack = [], set(), list(callees)
+        while stack:
+            callee = stack.pop()
+            if callee in seen:
+                continue
+            seen.add(callee)
+            if is_grad_mode_wrapper(callee[1]):
+                stack += self.edges.get(callee, ())
+            else:
+                found.append(callee)
+        return found
 
     def text(self) -> str:
         return "".join(f"{caller} -> {callee}\n" for caller, callees in self.named().items() for callee in callees)

@@ -127,6 +127,7 @@ class Project:
         self._parameters: dict[tuple[str, str, str], tuple[bool, dict[str, Reacher]]] = {}
         self._uses: dict[str, dict[tuple, list]] = {}  # module -> parameter -> how its functions use it
         self._passed: dict[tuple[str, str, str], tuple[Value, ...]] = {}  # what calls pass to a parameter
+        self._passed_elements: dict[tuple, tuple[Value, ...]] = {}  # (parameter, key) -> the elements passed
         self._indexed: set[str] = set()  # the modules whose call sites are in `_by_last_name`
         self._by_last_name: dict[str, list] = defaultdict(list)  # a callee's last name -> (module, call site)
         self._following = False  # reach is being propagated
@@ -298,8 +299,24 @@ class Project:
                         for step in self._member(made[1], made[2], "__next__", True, set()):
                             yield from self.returned(step, depth + 1)
         elif kind == "P" and self._following and depth < _MAX_DEPTH:
-            for passed in self.passed(value[1], value[2], value[3]):
-                yield from self._elements_of(passed, depth + 1, key)
+            yield from self._elements_passed(value, depth, key)
+
+    def _elements_passed(self, value: Value, depth: int, key) -> tuple[Value, ...]:
+        """The elements of what the calls pass to a parameter, found once (remembered as `resolve`
+        remembers): a parameter passed on through many callers is looked into once, not once a chain."""
+        memo = (value, key)
+        found = self._passed_elements.get(memo)
+        if found is not None:
+            return found
+        self._passed_elements[memo] = ()  # a parameter passed back to itself adds nothing more
+        refused = self._refused
+        found = tuple(dict.fromkeys(element for passed in self.passed(value[1], value[2], value[3])
+                                    for element in self._elements_of(passed, depth + 1, key)))
+        if self._refused == refused:
+            self._passed_elements[memo] = found
+        else:
+            del self._passed_elements[memo]
+        return found
 
     def _decorated(self, module: str, ref: Ref, depth: int) -> Iterator[Value]:
         """`@dec def f`: what `dec(f)` returns (`f` where it returns its parameter); `f` itself when

@@ -273,7 +273,13 @@ class ModuleSummary:
 
 def display_name(name: str) -> str:
     """A function's name as a user writes it: `<lambda>` for `<lambda>@12:8`, `f` for a second `f#2`."""
-    return re.sub(r"<lambda>@\d+:\d+", "<lambda>", name).split("#")[0]
+    return re.sub(r"<(lambda|no_grad|inference_mode|set_grad_enabled)>@\d+:\d+", r"<\1>", name).split("#")[0]
+
+
+def is_grad_mode_wrapper(function: str) -> bool:
+    """Whether a function is the one `torch.no_grad()(f)` makes: `f` run in that mode (the call form
+    of the decorator), named `<no_grad>@12:8` after where it is made."""
+    return function.startswith(_WRAPPER_PREFIXES)
 
 
 def _shared_ref(value, shared: dict) -> Ref:
@@ -339,6 +345,21 @@ def _on_elements(names: frozenset[str]) -> Optional[tuple]:
     return None
 
 
+def _typing_only_import(binding: Binding) -> str:
+    """`pkg.models.Head` for `Head` bound by `from pkg.models import Head` under `if TYPE_CHECKING:`
+    (a binding that holds nothing at run time: `scopes` binds it to the statement, importing nothing)."""
+    node = binding.node
+    if binding.imported or not isinstance(node, (ast.Import, ast.ImportFrom)):
+        return ""
+    for alias in node.names:
+        if (alias.asname or alias.name.partition(".")[0]) == binding.name:
+            if isinstance(node, ast.Import):
+                return alias.name if alias.asname else binding.name
+            module = "." * node.level + (node.module or "")
+            return f"{module}{'.' if node.module else ''}{alias.name}"
+    return ""
+
+
 def _literal_keywords(call: ast.Call) -> dict[str, object]:
     return {k.arg: k.value.value for k in call.keywords if k.arg and isinstance(k.value, ast.Constant)}
 
@@ -368,6 +389,8 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         self._added: dict[Binding, list[Ref]] = {}  # what `append`, `extend`, ... put in a container name
         self.grad: GradState = MODULE_STATE  # the grad mode here, as far as this file tells
         self._guarded: dict[tuple[str, bool], dict[Ref, None]] = {}  # (function, shielded) -> refs
+        self._annotation_of: Optional[dict[int, ast.expr]] = None  # `name: T = ...`: the target's annotation
+        self._wrapped: list[Region] = []  # the regions `torch.no_grad()(f)` runs `f` in, after the model's
         self._scope_uses: dict[ast.AST, trace_uses.ScopeUses] = {}  # for what tracers' results are made for
 
     def run(self) -> ModuleSummary:
@@ -386,7 +409,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         module = self.scopes.module
         names = {name: refs for name, bindings in module.bindings.items()
                  if (refs := self._binding_refs(bindings, 0))}
-        return ModuleSummary(self.functions, self.classes, names, self._regions(), self._backwards(),
+        return ModuleSummary(self.functions, self.classes, names, self._regions() + self._wrapped, self._backwards(),
                              self.properties, self.lambdas,
                              {name: tuple(refs) for name, refs in self._returns.items() if refs})
 
@@ -424,6 +447,8 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
 
     def _call_refs(self, call: ast.Call, scope: Scope, depth: int) -> tuple[Ref, ...]:
         func = call.func
+        if type(func) is ast.Call and self._grad_mode_of_wrapper(call, scope) is not None:
+            return (("fn", _wrapper_name(call, self._grad_mode_of_wrapper(call, scope)[0])),)  # `torch.no_grad()(f)`
         if type(func) is ast.Name and func.id == "getattr" and len(call.args) >= 2 \
                 and _key(call.args[1]) and type(call.args[1].value) is str \
                 and not self.scopes.lookup(scope, "getattr", (func.lineno, func.col_offset)):
@@ -441,6 +466,10 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
                           for ref in self.refs(_first_argument(call, position, keyword), scope, depth + 1)])
         if isinstance(func, ast.Attribute) and func.attr in library.RETURNS_RECEIVER and not names:
             return self.refs(func.value, scope, depth + 1)  # `Net().eval()`
+        if isinstance(func, ast.Attribute) and func.attr in _GETS and call.args and not names:
+            key = _key(call.args[0])  # `MODELS.get(name)`: an element, as `MODELS[name]`, or what the method returns
+            return tuple([ref for base in self.refs(func.value, scope, depth + 1)
+                          for ref in (("item", base) if key is None else ("item", base, key), ("call", ("attr", base, func.attr)))])
         if names:
             argument = library.argument_of(library.RETURNS_ARGUMENT, names)  # `copy.deepcopy(net)`
             if argument is not None:
@@ -489,13 +518,68 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         if binding.imported:
             return (("imp", binding.imported),)
         if isinstance(node, ast.arg):
-            return tuple(self._parameter_refs(binding)) + self._default_refs(binding, depth)
+            return tuple(self._parameter_refs(binding)) + self._default_refs(binding, depth) + \
+                self._annotated(binding, depth)
         added = tuple(self._added.get(binding, ()))  # `layers.append(Block())` after `layers = []`
+        if self._annotation_of is None:
+            self._annotation_of = {id(statement.target): statement.annotation
+                                   for statement, _ in self.model.statements if type(statement) is ast.AnnAssign}
+        annotation = self._annotation_of.get(id(node))
+        if annotation is not None:  # `model: Net = load(path)`
+            added += self._annotation_refs(annotation, binding.scope, depth + 1)
         if binding.iterated is not None:  # `for block in self.blocks`
             return tuple([("item", ref) for ref in self.refs(binding.iterated, binding.scope, depth + 1)])
         if binding.value is not None:
             return self.refs(binding.value, binding.scope, depth + 1) + added
         return added
+
+    def _annotated(self, binding: Binding, depth: int) -> tuple[Ref, ...]:
+        """A parameter annotated with a class holds an instance of it (`model: Net`, `enc: "Encoder"`);
+        `*models: Net`, a tuple of them."""
+        node = binding.node
+        if node.annotation is None:
+            return ()
+        refs = self._annotation_refs(node.annotation, binding.scope.parent, depth + 1)
+        args = binding.scope.node.args
+        return tuple([("box", ref) for ref in refs]) if node is args.vararg or node is args.kwarg else refs
+
+    def _annotation_refs(self, expr: ast.expr | None, scope: Scope, depth: int) -> tuple[Ref, ...]:
+        """What a value annotated `expr` holds: an instance of each class it names (`Net`, `Optional[Net]`,
+        `Net | None`, `Union[A, B]`, `"Net"`), the class itself for `type[Net]`, a container of instances
+        for `list[Net]`, `dict[str, Net]`. Classes of torch, typing and the builtins are left out."""
+        if expr is None or depth > _MAX_DEPTH:
+            return ()
+        kind = type(expr)
+        if kind is ast.Constant and type(expr.value) is str:  # a forward reference
+            try:
+                parsed = ast.parse(expr.value.strip(), mode="eval").body
+            except (SyntaxError, ValueError):
+                return ()
+            return self._annotation_refs(parsed, scope, depth + 1)
+        if kind is ast.BinOp and type(expr.op) is ast.BitOr:
+            return self._annotation_refs(expr.left, scope, depth + 1) + self._annotation_refs(expr.right, scope, depth + 1)
+        if kind is ast.Subscript:
+            generic = expr.value.attr if type(expr.value) is ast.Attribute else getattr(expr.value, "id", "")
+            args = expr.slice.elts if type(expr.slice) is ast.Tuple else [expr.slice]
+            how = _GENERICS.get(generic)
+            if how == "any":
+                return tuple([ref for arg in args for ref in self._annotation_refs(arg, scope, depth + 1)])
+            if how == "first":
+                return self._annotation_refs(args[0], scope, depth + 1)
+            if how == "class":
+                return tuple([ref[1] for ref in self._annotation_refs(args[0], scope, depth + 1) if ref[0] == "inst"])
+            if how in ("elements", "values"):
+                held = args if how == "elements" else args[-1:]
+                return tuple([("box", ref) for arg in held for ref in self._annotation_refs(arg, scope, depth + 1)])
+            return ()
+        if kind is ast.Name or kind is ast.Attribute:
+            refs = self.refs(expr, scope, depth + 1)
+            if kind is ast.Name:  # a name imported only `if TYPE_CHECKING:` names a class for annotations
+                refs += tuple(dict.fromkeys(("imp", name) for binding in self.scopes.lookup(scope, expr.id, (0, 0))
+                                            if (name := _typing_only_import(binding))))
+            return tuple([("inst", ref) for ref in refs
+                          if ref[0] == "cls" or ref[0] == "imp" and not ref[1].startswith(_NOT_THE_PROJECTS)])
+        return ()
 
     def _default_refs(self, binding: Binding, depth: int) -> tuple[Ref, ...]:
         """A parameter may be its default value: `act` in `def forward(self, x, act=smooth)`."""
@@ -724,11 +808,14 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
                 refs = tuple([("decorated", ref, dec) for ref in refs for dec in decorators])
         return refs
 
-    def _decorators_called(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        """`@dec` calls `dec(f)` where the `def` is: a call of the enclosing function, passing `f`."""
-        decorated: tuple[Ref, ...] = (("fn", self.model.name_of(node)),)
+    def _decorators_called(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
+        """`@dec` calls `dec(f)` where the `def` is: a call of the enclosing function, passing `f`; on a
+        class, `dec(Cls)` (a `register` decorator storing it into a registry)."""
+        is_class = isinstance(node, ast.ClassDef)
+        decorated: tuple[Ref, ...] = (("cls" if is_class else "fn", self.model.name_of(node)),)
         for decorator in reversed(node.decorator_list):
-            callees = tuple([ref for ref in self.refs(decorator) if _may_run_a_function(ref)])
+            callees = tuple([ref for ref in self.refs(decorator) if _may_run_a_function(ref)
+                             and not (is_class and _root(ref)[0] == "imp" and _root(ref)[1].startswith(_NOT_THE_PROJECTS))])
             if callees:
                 calls = self._calls[self.function]
                 for ref in callees:
@@ -795,6 +882,8 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         self._visit_all((*node.decorator_list, *node.bases, *node.keywords))
+        if node.decorator_list:
+            self._decorators_called(node)
         name = self.model.name_of(node)
         methods = {s.name: self.model.name_of(s) for s in node.body
                    if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
@@ -819,13 +908,16 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         given for it (a parameter of the `__init__` it makes)."""
         if statement.value is not None:
             self._attribute(cls, statement.target.id, statement.value)
+        self._add_attribute(cls, statement.target.id, self._annotation_refs(statement.annotation, self.scope, 0))
         if dataclass:
             known = self.classes[cls].attributes.get(statement.target.id, ())
             self.classes[cls].attributes[statement.target.id] = known + (
                 ("param", f"{cls}.__init__", statement.target.id),)
 
     def _attribute(self, cls: str, attribute: str, value: ast.expr) -> None:
-        refs = self.refs(value)
+        self._add_attribute(cls, attribute, self.refs(value))
+
+    def _add_attribute(self, cls: str, attribute: str, refs: tuple[Ref, ...]) -> None:
         if refs:
             known = self.classes[cls].attributes.get(attribute, ())
             self.classes[cls].attributes[attribute] = tuple(dict.fromkeys(known + refs))
@@ -845,6 +937,17 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
                 if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
                         and self.refs(target.value) == (("inst", ("cls", self.method_class)),):
                     self._attribute(self.method_class, target.attr, node.value)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        """`self.encoder: Encoder = build()` in a method: the attribute holds what is assigned, and an
+        instance of the class annotated."""
+        self.generic_visit(node)
+        target = node.target
+        if self.method_class is not None and isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                and self.refs(target.value) == (("inst", ("cls", self.method_class)),):
+            if node.value is not None:
+                self._attribute(self.method_class, target.attr, node.value)
+            self._add_attribute(self.method_class, target.attr, self._annotation_refs(node.annotation, self.scope, 0))
 
     def _comprehension(self, node) -> None:
         self.visit(node.generators[0].iter)
@@ -936,6 +1039,11 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
     def visit_Call(self, node: ast.Call) -> None:
         self._visit_arguments(node)
         func = node.func
+        if type(func) is ast.Call:
+            mode = self._grad_mode_of_wrapper(node, self.scope)
+            if mode is not None:  # `torch.no_grad()(f)` calls nothing yet: it makes `f` run in that mode
+                self._wrapper(node, *mode)
+                return
         if type(func) is ast.Attribute and func.attr in _ADDS:
             self._container_call(node, func)
         elif type(func) is ast.Attribute and func.attr in library.REGISTERS_HOOK and node.args:
@@ -997,6 +1105,41 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             span = span_of(node, self.lines)
             self.functions[self.function].call_sites.append(CallSite(callees, args, keywords, span, _short(span),
                                                                      receiver))
+
+    def _grad_mode_of_wrapper(self, call: ast.Call, scope: Scope) -> Optional[tuple[str, bool]]:
+        """(api, inference) for `torch.no_grad()(f)`, `torch.inference_mode()(f)`,
+        `torch.set_grad_enabled(False)(f)`: the call form of the decorator, a function running `f` with
+        grad mode off; None for any other call."""
+        inner = call.func
+        if len(call.args) != 1 or call.keywords or isinstance(call.args[0], ast.Starred):
+            return None
+        names = self.scopes.qualified_names(inner.func, scope)
+        if not names:
+            return None
+        literal = inner.args[0] if inner.args else next((k.value for k in inner.keywords if k.arg == "mode"), None)
+        mode = literal.value if isinstance(literal, ast.Constant) and type(literal.value) is bool else \
+            None if literal is not None else "default"
+        if names & torch_names.NO_GRAD and not inner.args and not inner.keywords:
+            return "no_grad", False
+        if names & torch_names.INFERENCE_MODE and mode in (True, "default"):
+            return "inference_mode", True
+        if names & torch_names.SET_GRAD_ENABLED and mode is False:
+            return "set_grad_enabled(False)", False
+        return None
+
+    def _wrapper(self, call: ast.Call, api: str, inference: bool) -> None:
+        """The function `torch.no_grad()(f)` makes: calling it calls `f` in a region of its own, and
+        returns what `f` returns."""
+        name = _wrapper_name(call, api)
+        targets = self.refs(call.args[0])
+        callees = tuple([ref for ref in targets if _may_run_a_function(ref)])
+        self.functions[name] = Function(())
+        self._calls[name] = dict.fromkeys(callees)
+        span, region = span_of(call, self.lines), span_of(call.func, self.lines)
+        if callees:
+            self.functions[name].region_calls.append(RegionCall(callees, api, inference, span, _short(span), region))
+        self._returned(name, tuple([("call", ref) for ref in targets]))
+        self._wrapped.append(Region(name, api, inference, region))
 
     def _builtin(self, func: ast.expr, scope: Scope) -> frozenset[str]:
         """`builtins.map` for `map`, when no binding of the file shadows it (only the builtins the
@@ -1173,6 +1316,25 @@ _BUILTIN_CONTAINERS = {"list": "container", "tuple": "container", "dict": "mappi
                        "sorted": "container"}
 # Methods that put a module into a container (or a named child into a module).
 _ORDERED_DICT = frozenset({"collections.OrderedDict"})
+_GETS = frozenset({"get", "pop", "setdefault"})  # methods of a dict that return one of its values
+_WRAPPER_PREFIXES = ("<no_grad>@", "<inference_mode>@", "<set_grad_enabled>@")
+
+
+def _wrapper_name(call: ast.Call, api: str) -> str:
+    return f"<{api.partition('(')[0]}>@{call.lineno}:{call.col_offset}"
+
+
+# How an annotation's generic holds the types it is given: any of them, the first, the class itself,
+# a container of them, a mapping to the last.
+_GENERICS = {**dict.fromkeys(("Optional", "Union"), "any"),
+             **dict.fromkeys(("Annotated", "Final", "ClassVar", "Required", "NotRequired", "ReadOnly"), "first"),
+             **dict.fromkeys(("type", "Type"), "class"),
+             **dict.fromkeys(("list", "List", "tuple", "Tuple", "set", "Set", "frozenset", "FrozenSet", "Sequence",
+                              "MutableSequence", "Iterable", "Iterator", "Collection", "deque", "Deque"), "elements"),
+             **dict.fromkeys(("dict", "Dict", "Mapping", "MutableMapping", "OrderedDict", "DefaultDict",
+                              "defaultdict"), "values")}
+_NOT_THE_PROJECTS = ("torch.", "functorch.", "typing.", "typing_extensions.", "collections.", "builtins.",
+                     "numpy.", "dataclasses.", "enum.", "pathlib.")
 _BUILTIN_CALLS = frozenset(name.partition(".")[2] for name in library.CALLS_ON_ELEMENTS if name.startswith("builtins."))
 _ADDS = frozenset({"append", "extend", "insert", "add_module", "register_module", "update"})
 _MAY_REFER = frozenset({ast.Name, ast.Attribute, ast.Lambda, ast.Call})  # what `refs` finds anything in
@@ -1227,6 +1389,13 @@ def _key(node: ast.expr | None):
     if isinstance(node, ast.Constant) and type(node.value) in (int, str):
         return node.value
     return None
+
+
+def _root(ref: Ref) -> Ref:
+    """The ref a chain of attributes, calls and elements starts from."""
+    while ref[0] in ("attr", "call", "inst", "box", "item", "wrap", "slice"):
+        ref = ref[1]
+    return ref
 
 
 def _may_run_a_function(ref: Ref) -> bool:
