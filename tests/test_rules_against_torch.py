@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import runpy
+import sys
 from pathlib import Path
 
 import pytest
@@ -153,6 +154,14 @@ def test_ng006_inference_mode_region_saved_for_backward_raises():
 FLOW = FIXTURES / "flow_cannot_matter.py"
 
 
+@pytest.fixture(autouse=True)
+def forget_fixture_packages():
+    """The fixture projects import their own `pkg`: later tests must not find this one's."""
+    yield
+    for name in [name for name in sys.modules if name == "pkg" or name.startswith("pkg.")]:
+        del sys.modules[name]
+
+
 def _flow_calls(ns: dict) -> dict:
     """How each function of flow_cannot_matter.py is transformed there: (function, arguments, argnums)."""
     w = ns["W"]
@@ -168,6 +177,14 @@ def _flow_calls(ns: dict) -> dict:
         "LoggedNearMiss": (ns["LoggedNearMiss"](), (X,), 0),
         "Scaled": (ns["Scaled"]().double(), (X,), 0),
         "ScaledNearMiss": (ns["ScaledNearMiss"]().double(), (X,), 0),
+        **{name: (ns[name], (X,), 0) for name in (
+            "integer_results", "integer_results_near_miss", "logged", "logged_near_miss", "function_value")},
+        "Normalised": (ns["Normalised"]().double(), (X,), 0),
+        "NormalisedNearMiss": (ns["NormalisedNearMiss"]().double(), (X,), 0),
+        "Counted": (ns["Counted"]().double(), (X,), 0),
+        "updated_near_miss": (ns["updated_near_miss"], (X,), 0),
+        "cut_after": (ns["cut_after"], (X,), 0),
+        "cut_after_near_miss": (ns["cut_after_near_miss"], (X,), 0),
     }
 
 
@@ -204,10 +221,13 @@ def test_a_region_that_only_stores_for_logging_computes_the_same_in_both_modes(m
     assert "model.py:8:" not in expected and "model.py:15:14: NG004" in expected
 
 
-@pytest.mark.parametrize("case", ["flow_traced_training_step", "flow_traced_training_step_near_miss"])
+@pytest.mark.parametrize("case", ["flow_traced_training_step", "flow_traced_training_step_near_miss",
+                                  "flow_traced_training_step_create_graph_near_miss",
+                                  "flow_traced_training_step_exported"])
 def test_make_fx_of_a_training_step_is_reported_exactly_where_traced_and_eager_gradients_differ(case):
     """A traced step that returns only `torch.autograd.grad`'s result gives eager's gradients (no
-    NG005); one that also returns the loss gives, differentiated, other gradients (NG005)."""
+    NG005); one that also returns the loss, or keeps the graph of the gradients (`create_graph`),
+    gives other gradients differentiated again (NG005); one only printed gives eager's values."""
     from lint_nograd.report.registry import RULES
     from lint_nograd.run.engine import check_source
     from torch.fx.experimental.proxy_tensor import make_fx
@@ -216,12 +236,24 @@ def test_make_fx_of_a_training_step_is_reported_exactly_where_traced_and_eager_g
     ns = runpy.run_path(str(path))
     w = torch.tensor([0.3, -1.2, 0.7], requires_grad=True)
     x = torch.tensor([1.0, 2.0, -0.5])
+    if case.endswith("exported"):  # printed, never differentiated: the trace gives eager mode's values
+        traced = make_fx(ns["train_step"])(w, x)(w.detach().clone().requires_grad_(), x)
+        w.grad = None
+        eager = ns["train_step"](w, x)
+        assert all(torch.allclose(a, b) for a, b in zip(traced, eager))
+        assert not [d for d in check_source(path.read_bytes(), path.name, frozenset(RULES)) if d.code == "NG005"]
+        return
     traced, eager = make_fx(ns["train_step"])(w, x)(w, x), ns["train_step"](w, x)
     (eager_g, traced_g) = (eager, traced) if isinstance(eager, torch.Tensor) else (eager[0], traced[0])
     agree = torch.allclose(eager_g, traced_g)
     if not isinstance(eager, torch.Tensor):  # the loss is returned too: differentiate it, as a caller would
         eager_loss_g = torch.autograd.grad(ns["model_loss"](w, x), w)[0]
         agree = agree and torch.allclose(eager_loss_g, torch.autograd.grad(traced[1], w)[0])
+    elif "create_graph" in case:  # the gradient keeps its graph: differentiate it again, as its caller does
+        def second(g):  # zeros where the gradient does not depend on `w` (eager mode respects the region)
+            found = torch.autograd.grad(g.sum(), w, allow_unused=True)[0] if g.requires_grad else None
+            return torch.zeros_like(w) if found is None else found
+        agree = agree and torch.allclose(second(eager_g), second(traced_g))
     reported = [d for d in check_source(path.read_bytes(), path.name, frozenset(RULES)) if d.code == "NG005"]
     assert bool(reported) == (not agree) == case.endswith("near_miss")
 
@@ -242,3 +274,53 @@ def test_partial_and_argnums_applied_in_another_module(monkeypatch):
         agree = torch.allclose(jacfwd(function, argnums=argnums)(*arguments),
                                jacrev(function, argnums=argnums)(*arguments))
         assert agree == (not name.endswith("near_miss")), name
+
+
+def test_the_modules_own_state_matters_where_functional_call_or_a_trained_trace_differentiates_it():
+    """flow_module_state.py: under `functional_call` differentiated in the parameters, forward and
+    reverse mode disagree on a region over `self.weight` (NG004); flow_module_state_traced.py: the
+    trace differentiates `self.weight` through it where eager mode does not (NG005)."""
+    from lint_nograd.report.registry import RULES
+    from lint_nograd.run.engine import check_source
+
+    ns = runpy.run_path(str(FIXTURES / "flow_module_state.py"))
+    params = dict(ns["Normalised"]().named_parameters())
+    forward = jacfwd(ns["in_parameters"])(params, torch.ones(3))["weight"]
+    reverse = jacrev(ns["in_parameters"])(params, torch.ones(3))["weight"]
+    assert not torch.allclose(forward, reverse)
+    traced_ns = runpy.run_path(str(FIXTURES / "flow_module_state_traced.py"))
+    eager = traced_ns["Normalised"]()
+    eager(torch.ones(3)).sum().backward()
+    traced = traced_ns["traced"]
+    assert not torch.allclose(eager.weight.grad, traced.weight.grad)
+    for case, code in (("flow_module_state", "NG004"), ("flow_module_state_traced", "NG005")):
+        source = (FIXTURES / f"{case}.py").read_bytes()
+        found = {d.code for d in check_source(source, f"{case}.py", frozenset(RULES))}
+        assert found == {code}, case
+
+
+def test_ng001_help_says_what_each_mode_does_with_grad_mode():
+    """Under no_grad, `grad` turns grad mode on inside the function; `jvp` and `jacfwd` leave it
+    off and compute the derivative all the same: NG001's help says which."""
+    from lint_nograd.checks.transform_in_region import HELP_NO_GRAD, HELP_NO_GRAD_FORWARD
+    from lint_nograd.report.registry import RULES
+    from lint_nograd.run.engine import check_source
+
+    seen = []
+
+    def f(x):
+        seen.append(torch.is_grad_enabled())
+        return x.sin()
+
+    with torch.no_grad():
+        _, tangent = torch.func.jvp(f, (X,), (torch.ones_like(X),))
+        gradient = torch.func.grad(lambda x: f(x).sum())(X)
+        jacobian = jacfwd(f)(X)
+    assert seen == [False, True, False]
+    assert torch.allclose(tangent, X.cos()) and torch.allclose(gradient, X.cos())
+    assert torch.allclose(jacobian.diagonal(), X.cos())
+    source = ("import torch\nfrom torch.func import grad, jacfwd, jvp\n\n\ndef f(x):\n    return x.sin().sum()\n\n\n"
+              "def run(x):\n    with torch.no_grad():\n        jvp(f, (x,), (x,))\n        grad(f)(x)\n"
+              "        jacfwd(f)(x)\n")
+    helps = {d.row: d.help for d in check_source(source.encode(), "m.py", frozenset(RULES)) if d.code == "NG001"}
+    assert helps == {11: HELP_NO_GRAD_FORWARD, 12: HELP_NO_GRAD, 13: HELP_NO_GRAD_FORWARD}

@@ -77,6 +77,7 @@ def test_the_watcher_reports_what_check_reports_in_checks_words(tmp_path):
 
 def test_the_help_is_checks_own():
     assert report.HELP["NG001"] == transform_in_region.HELP_NO_GRAD
+    assert report.HELP["NG001 forward"] == transform_in_region.HELP_NO_GRAD_FORWARD
     assert report.HELP["NG001 wrong"] == transform_in_region.HELP_NO_GRAD_WRONG
     assert report.HELP["NG002"] == transform_in_region.HELP_INFERENCE
     why, way_out = region_in_reached_function._WHY, region_in_reached_function._FIX

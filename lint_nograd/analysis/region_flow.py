@@ -1,21 +1,28 @@
 """Whether a grad-disabled region can change what a transform or tracer returns: the flow rule of
-NG004-NG006 is "report unless it provably cannot matter", and this tells, from one file, the cases
-where it provably cannot:
+NG004-NG006 is "report unless it provably cannot matter". It is activity analysis (Tapenade,
+Enzyme): a region matters only by computing an active value, one that is varied (it depends on an
+input being differentiated) and useful (it reaches what is differentiated). From one file:
 
 - `enable_grad`: the whole body runs under `torch.enable_grad()` (or `set_grad_enabled(True)`), so
   the region turns nothing off in any mode;
 - `inputs`: what the region computes depends only on constants (literals, modules, torch calls of
-  constants, an attribute of `self` that every store in the file sets to a literal in its class) and
-  on the parameters it names: with none of them differentiated, forward mode and
-  reverse mode (and a tracer) compute the same. Which parameters a transform differentiates is the
-  project's business (`argnums`, `functools.partial`); `()` means constants only;
+  constants, an attribute of `self` that every store in the file sets to a literal of its class),
+  on values that carry no derivative whatever they read (indices, masks, shapes, new tensors,
+  cuts: `analysis/activity.py`), on the module's own state (`STATE`: `self.weight`, a buffer) and
+  on the parameters it names. Which parameters a transform differentiates, and whether it
+  differentiates the module's state, is the project's business (`argnums`, `functools.partial`,
+  `functional_call`); `()` means constants only. What is logged, and functions defined in the
+  region, go nowhere it computes;
 - `stores`: the region only stores values into attributes (`self.last_norm = x.norm()`) and locals
   nothing reads afterwards; if nothing the transform reaches reads those attributes, the region's
   values go nowhere the transform returns;
+- `assumes`: the attributes read as constants or state of the file, which no other module may
+  store into;
 - `local_only` and a gradient step: a region that only binds locals (no state a tracer records,
   such as an in-place update of a buffer), in code that `make_fx` traces through a function that
-  returns nothing but what `torch.autograd.grad` computes: the tracer records the backward pass
-  that eager mode ran, with the region respected, so the traced gradients equal the eager ones.
+  returns nothing but what `torch.autograd.grad` computes (or that runs its own backward pass and
+  whose trace nothing differentiates): the tracer records the backward pass that eager mode ran,
+  with the region respected, so the traced gradients equal the eager ones.
 
 Anything the walk does not know (a call into the project, a closure, a loop variable, `self`)
 makes the answer "it may matter". An `inference_mode` region is never exempt: its tensors raise
@@ -25,14 +32,19 @@ from __future__ import annotations
 
 import ast
 import builtins
+import copy
 import weakref
 from collections import deque
 from dataclasses import dataclass
 
+from lint_nograd.analysis import activity, torch_names
 from lint_nograd.analysis.model import GradModeChange, SemanticModel
 from lint_nograd.analysis.scopes import FUNCTION_NODES, Scope
 
 ENABLE_GRAD = "enable_grad"
+# what `inputs` names for the module's own parameters, buffers and torch submodules (`self.weight`):
+# constants under a transform of the module's call, varied under `functional_call` and tracers
+STATE = "<state>"
 _CONSTANT_MODULES = ("torch.", "math.", "numpy.", "operator.")  # calls of these, on constants, give constants
 _CONSTANT_IMPORTS = frozenset({"torch", "math", "numpy", "operator", "functools"})
 _BUILTINS = frozenset(dir(builtins))
@@ -47,6 +59,10 @@ class Flow:
     inputs: tuple[str, ...] | None = None  # the parameters its values depend on, all else constant
     stores: tuple[str, ...] = ()  # the attributes it only stores into (its locals read by nothing after it)
     local_only: bool = False  # it only binds locals, with no state a tracer records
+    # the attributes of `self` it reads as the literals or the state its class sets: so only while
+    # no other module stores into them (`net.scale = nn.Parameter(...)`: linking looks)
+    assumes: tuple[str, ...] = ()
+    cut_after: bool = False  # it binds locals that every later read cuts (`s.detach() + eps`)
 
 
 def flow_of(model: SemanticModel, region: GradModeChange) -> Flow:
@@ -58,18 +74,31 @@ def flow_of(model: SemanticModel, region: GradModeChange) -> Flow:
     scope = model.scopes.of.get(region.function)
     if scope is None:
         return Flow()
-    body = [s for s in region.owner.body if not _is_docstring_or_pass(s)]
-    nodes = [node for statement in body for node in ast.walk(statement)]
+    names_of = _names_of(model, scope)
+    body, later = [], []  # what the region computes now; calls whose values go nowhere it reads
+    for statement in region.owner.body:
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Import, ast.ImportFrom)):
+            continue  # a function's body runs when it is called, in its caller's grad mode
+        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call) \
+                and activity.is_sink(statement.value, names_of):
+            later += [node for node in ast.walk(statement.value) if isinstance(node, ast.Call)][1:]
+        elif not _is_docstring_or_pass(statement):
+            body.append(statement)
+    nodes = [node for statement in body for node in ast.walk(statement)] + later
     harmless = _calls_are_harmless(model, nodes, scope)
     try:
-        inputs = _inputs(model, _reads(model, body, scope), scope)
+        inputs = _inputs(model, _reads(model, body, scope) + later, scope)
     except RecursionError:
         inputs = None
     plain = harmless and all(isinstance(s, (ast.Assign, ast.AnnAssign)) and s.value is not None for s in body)
     targets = [t for s in body for t in (s.targets if isinstance(s, ast.Assign) else [s.target])] if plain else []
     local_only = plain and not any(isinstance(n, ast.keyword) and n.arg == "out" for n in nodes) and all(
         isinstance(node, (ast.Name, ast.Tuple, ast.List, ast.Store)) for t in targets for node in ast.walk(t))
-    return Flow("", inputs, _stores(region, targets) if plain else (), local_only)
+    assumes = tuple(sorted({name for node in nodes if isinstance(node, ast.Attribute)
+                            for name in _assumed(model, node, scope)}))
+    bound = {node.id for target in targets for node in ast.walk(target) if isinstance(node, ast.Name)}
+    cut_after = local_only and bool(bound) and _cut_after(region, bound)
+    return Flow("", inputs, _stores(region, targets) if plain else (), local_only, assumes, cut_after)
 
 
 def enables_grad_throughout(model: SemanticModel, region: GradModeChange) -> bool:
@@ -97,14 +126,45 @@ def _inputs(model: SemanticModel, nodes: list[ast.AST], scope: Scope) -> tuple[s
 
 
 def _reads(model: SemanticModel, statements: list[ast.AST], scope: Scope) -> list[ast.AST]:
-    """The nodes of `statements`, those below a constant attribute of `self` left out."""
+    """The nodes of `statements`, those below a constant attribute of `self` left out, and the
+    names read below an operation whose value carries no derivative (`x.argmax()`, `x.shape[0]`,
+    `mask = x > 0`: `analysis/activity.py`), whose calls are still looked at. A `lambda` is a
+    function value: its body runs when it is called."""
+    names_of = _names_of(model, scope)
     found, todo = [], deque(statements)  # in the order of ast.walk
     while todo:
         node = todo.popleft()
+        if isinstance(node, ast.Lambda):
+            continue
+        if isinstance(node, ast.AugAssign):  # `s += 1`, `self.steps += 1` read what they update
+            target = copy.copy(node.target)
+            target.ctx = ast.Load()
+            todo.extend((target, node.op, node.value))
+            continue
         found.append(node)
-        if not (isinstance(node, ast.Attribute) and _constant_attribute(model, node, scope)):
-            todo.extend(ast.iter_child_nodes(node))
+        if isinstance(node, ast.Attribute) and (_constant_attribute(model, node, scope)
+                                                or _module_state(model, node, scope)):
+            continue
+        if isinstance(node, ast.expr) and activity.no_derivative(node, names_of):
+            found += [below for below in ast.walk(node) if below is not node
+                      and not (isinstance(below, ast.Name) and isinstance(below.ctx, ast.Load))]
+            continue
+        todo.extend(ast.iter_child_nodes(node))
     return found
+
+
+def _names_of(model: SemanticModel, scope: Scope):
+    """For `analysis/activity.py`: the qualified names an expression may refer to; None for a
+    builtin, an empty set for what the program binds."""
+    def names_of(expr: ast.expr):
+        names = model.scopes.qualified_names(expr, scope)
+        if names:
+            return names
+        if isinstance(expr, ast.Name) and expr.id in _BUILTINS \
+                and not model.scopes.lookup(scope, expr.id, (expr.lineno, expr.col_offset)):
+            return None
+        return frozenset()
+    return names_of
 
 
 def _constant_attribute(model: SemanticModel, node: ast.Attribute, scope: Scope) -> bool:
@@ -147,7 +207,8 @@ def _literal_attributes(model: SemanticModel) -> dict[str, ast.ClassDef | None]:
             continue
         else:
             continue
-        literal = kind in (ast.Assign, ast.AnnAssign) and len(targets) == 1 and value is not None \
+        # `self.step += 1` keeps a number a number
+        literal = kind in (ast.Assign, ast.AnnAssign, ast.AugAssign) and len(targets) == 1 and value is not None \
             and _is_literal(value)
         for target in targets:
             for node in ast.walk(target):
@@ -158,6 +219,96 @@ def _literal_attributes(model: SemanticModel) -> dict[str, ast.ClassDef | None]:
                     owner = scope.node if literal and node is target else None
                     found[node.id] = owner if found.get(node.id, owner) is owner else None
     return found
+
+
+def _assumed(model: SemanticModel, node: ast.Attribute, scope: Scope) -> tuple[str, ...]:
+    """The attribute names whose stores in this file make `node` a constant or the module's state."""
+    if _constant_attribute(model, node, scope):
+        return (node.attr,)
+    if _module_state(model, node, scope):
+        return (node.attr, node.value.attr) if isinstance(node.value, ast.Attribute) else (node.attr,)
+    return ()
+
+
+def _module_state(model: SemanticModel, node: ast.Attribute, scope: Scope) -> bool:
+    """`self.weight` (a parameter or buffer), `self.lin.weight` (anything of a torch submodule)
+    read in a method of the class that makes them in `__init__`, and stores nowhere else in the
+    file: state a transform of the module's call does not differentiate."""
+    if not isinstance(node.ctx, ast.Load) or node.attr in _AUTOGRAD_STATE:
+        return False
+    own = node.value if isinstance(node.value, ast.Attribute) else node  # `self.lin` of `self.lin.weight`
+    if not (isinstance(own.value, ast.Name) and _first_parameter(scope, own)):
+        return False
+    bindings = model.scopes.lookup(scope, own.value.id, (own.lineno, own.col_offset))
+    if not (len(bindings) == 1 and bindings[0].node is scope.node.args.args[0]):
+        return False
+    kinds = _state_attributes(model).get(own.attr)
+    return kinds is not None and kinds.get(scope.parent.node) == ("tensor" if own is node else "module")
+
+
+def _state_attributes(model: SemanticModel) -> dict[str, dict[ast.ClassDef, str | None] | None]:
+    """For each attribute name stored in the file, by class: "tensor" when every store of the
+    class is in its `__init__` and makes a tensor (`nn.Parameter(...)`, a torch function,
+    `register_buffer`), "module" for a torch submodule (`nn.Linear(...)`); None for the name when
+    another store may set it. Nothing when the file calls `setattr`."""
+    found = _STATE_ATTRIBUTES.get(model)
+    if found is not None:
+        return found
+    found = _STATE_ATTRIBUTES[model] = {}
+    if model.text is None or "setattr" in model.text:
+        return found
+
+    def note(name: str, owner: ast.ClassDef | None, kind: str | None) -> None:
+        kinds = found.setdefault(name, {})
+        if kinds is not None and owner is not None and kind is not None:
+            kinds[owner] = kind if kinds.get(owner, kind) == kind else None
+        else:
+            found[name] = None
+
+    for node, scope in model.statements:
+        if isinstance(node, ast.AugAssign) and _is_literal(node.value):
+            continue  # `self.steps += 1`: a buffer stays what it was
+        stores = [t for t in node.targets] if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor)) else []
+        registered = _registered(node) if isinstance(node, ast.Expr) else None
+        init = isinstance(scope.node, ast.FunctionDef) and scope.node.name == "__init__" \
+            and scope.parent is not None and scope.parent.is_class
+        if registered is not None:
+            note(registered, scope.parent.node if init else None, "tensor")
+        for target in stores:
+            for below in ast.walk(target):
+                if isinstance(below, ast.Attribute) and not isinstance(below.ctx, ast.Load):
+                    kind = _made(model, node, scope) if init and below is target and isinstance(node, ast.Assign) \
+                        and _first_parameter(scope, below) else None
+                    note(below.attr, scope.parent.node if init else None, kind)
+    return found
+
+
+def _registered(statement: ast.Expr) -> str | None:
+    """`self.register_buffer("mean", ...)`, `self.register_parameter("w", ...)`: the name."""
+    call = statement.value
+    if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) \
+            and call.func.attr in ("register_buffer", "register_parameter") and call.args \
+            and isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str):
+        return call.args[0].value
+    return None
+
+
+def _made(model: SemanticModel, statement: ast.Assign, scope: Scope) -> str | None:
+    """"tensor" for `nn.Parameter(...)` or a torch function's result, "module" for a torch module."""
+    value = statement.value
+    if not isinstance(value, ast.Call):
+        return None
+    names = model.scopes.qualified_names(value.func, scope)
+    if not names:
+        return None
+    if all(name.startswith("torch.nn.") and name.rpartition(".")[2][:1].isupper() for name in names):
+        return "tensor" if all(name.endswith(".Parameter") for name in names) else "module"
+    return "tensor" if all(name.startswith("torch.") and name.rpartition(".")[2][:1].islower()
+                           for name in names) else None
+
+
+_STATE_ATTRIBUTES: weakref.WeakKeyDictionary[SemanticModel, dict] = weakref.WeakKeyDictionary()
 
 
 def _first_parameter(scope: Scope, node: ast.Attribute) -> bool:
@@ -202,7 +353,11 @@ def _reads_only_constants(model: SemanticModel, node: ast.AST, scope: Scope, fou
     if isinstance(node, ast.Call):
         return _constant_callee(model, node.func, scope) and not _touches_autograd(model, node, scope)
     if isinstance(node, ast.Attribute):
-        return node.attr not in _AUTOGRAD_STATE
+        if node.attr in _AUTOGRAD_STATE:
+            return False
+        if _module_state(model, node, scope):
+            found[STATE] = None
+        return True
     if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
         return _name_only_on(model, node, scope, found, depth)
     return True
@@ -247,6 +402,8 @@ def _constant_callee(model: SemanticModel, func: ast.expr, scope: Scope) -> bool
         names = model.scopes.qualified_names(func, scope)
         if names:
             return all(name.startswith(_CONSTANT_MODULES) for name in names)
+        if isinstance(func.value, ast.Attribute) and _module_state(model, func.value, scope):
+            return True  # `self.weight.norm()`: a method of a tensor
         base = func.value
         while isinstance(base, (ast.Attribute, ast.Subscript, ast.Call)):
             base = base.func if isinstance(base, ast.Call) else base.value
@@ -276,6 +433,8 @@ def _name_only_on(model: SemanticModel, name: ast.Name, scope: Scope, found: dic
             found[node.arg] = None
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
+        elif isinstance(binding.value, _MUTABLE):
+            return False  # `seen = []`, then `seen.append(x.mean())`: it holds what code puts in
         elif binding.value is not None and (owner is scope or owner.node is model.module):
             # a local computed from ..., or a module-level name: only as constant as its value
             if owner.node is model.module and _rebound_elsewhere(model, binding):
@@ -289,9 +448,13 @@ def _name_only_on(model: SemanticModel, name: ast.Name, scope: Scope, found: dic
     return True
 
 
+_MUTABLE = (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)
+
+
 def _is_literal(value: ast.expr) -> bool:
-    """A number, a string, a tuple of them, arithmetic on them: a global constant."""
-    return all(isinstance(node, (ast.Constant, ast.Tuple, ast.List, ast.BinOp, ast.UnaryOp, ast.operator,
+    """A number, a string, a tuple of them, arithmetic on them: a global constant. Not a list,
+    which code may append to (`self.history = []`, then `self.history.append(x.mean())`)."""
+    return all(isinstance(node, (ast.Constant, ast.Tuple, ast.BinOp, ast.UnaryOp, ast.operator,
                                  ast.unaryop, ast.Load, ast.expr_context))
                for node in ast.walk(value))
 
@@ -331,13 +494,54 @@ def _read_outside(region: GradModeChange, names: set[str]) -> bool:
                and id(node) not in inside for node in ast.walk(region.function))
 
 
+def _cut_after(region: GradModeChange, names: set[str]) -> bool:
+    """Whether every read of `names` outside the region is cut where it is read: `s.detach()`, or
+    an argument of `stop_gradient(...)`. What the region computes then carries no derivative on."""
+    inside = {id(node) for statement in region.owner.body for node in ast.walk(statement)}
+    cut: set[int] = set()
+    for node in ast.walk(region.function):
+        if isinstance(node, ast.Attribute) and node.attr == "detach":
+            cut.add(id(node.value))
+        elif isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords and (
+                isinstance(node.func, ast.Name) and node.func.id == torch_names.STOP_GRADIENT
+                or isinstance(node.func, ast.Attribute) and node.func.attr == torch_names.STOP_GRADIENT):
+            cut.add(id(node.args[0]))
+    return all(id(node) in cut or id(node) in inside for node in ast.walk(region.function)
+               if isinstance(node, ast.Name) and node.id in names and isinstance(node.ctx, ast.Load))
+
+
 _AUTOGRAD_GRAD = frozenset({"torch.autograd.grad"})
 
 
+def differentiates_itself(model: SemanticModel, function: ast.AST) -> bool:
+    """Whether a function runs a backward pass of its own (`torch.autograd.grad`, `.backward()`),
+    none with `create_graph`: traced by `make_fx`, its graph records the backward eager mode ran,
+    regions respected, so what it returns equals eager mode's values (until differentiated again)."""
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or function not in model.scopes.of:
+        return False
+    scope, found = model.scopes.of[function], False
+    stack = list(function.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (*FUNCTION_NODES, ast.ClassDef)):
+            continue
+        if isinstance(node, ast.Call):
+            if any(k.arg == "create_graph" and not (isinstance(k.value, ast.Constant) and k.value.value is False)
+                   for k in node.keywords):
+                return False
+            found = found or isinstance(node.func, ast.Attribute) and node.func.attr == "backward" or bool(
+                model.scopes.qualified_names(node.func, scope) & _AUTOGRAD_BACKWARD)
+        stack += list(ast.iter_child_nodes(node))
+    return found
+
+
+_AUTOGRAD_BACKWARD = frozenset({"torch.autograd.grad", "torch.autograd.backward"})
+
+
 def returns_only_gradients(model: SemanticModel, function: ast.AST) -> bool:
-    """Whether a function differentiates (`torch.autograd.grad`) and returns nothing but what that
-    computes: names bound to its result (or unpacked from it), subscripts of them, tuples and lists
-    of these, and `None`."""
+    """Whether a function differentiates (`torch.autograd.grad`, without `create_graph`) and returns
+    nothing but what that computes: names bound to its result (or unpacked from it), subscripts of
+    them, tuples and lists of these, and `None`."""
     if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
     scope = model.scopes.of.get(function)
@@ -350,6 +554,9 @@ def returns_only_gradients(model: SemanticModel, function: ast.AST) -> bool:
         node = stack.pop()
         if isinstance(node, (*FUNCTION_NODES, ast.ClassDef)):
             continue
+        if isinstance(node, ast.Call) and any(k.arg == "create_graph" and not (
+                isinstance(k.value, ast.Constant) and k.value.value is False) for k in node.keywords):
+            return False  # second-order gradients through the traced graph differ from eager ones
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) \
                 and model.scopes.qualified_names(node.value.func, scope) & _AUTOGRAD_GRAD:
             for target in node.targets:

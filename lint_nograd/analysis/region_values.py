@@ -78,6 +78,27 @@ def source_of(node: ast.AST, limit: int = 40) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+def callee_of(func: ast.expr, limit: int = 40) -> str:
+    """How a message names what a call calls: `self.encoder.norm`, `transform_to(...)` for
+    `transform_to(c)(x)`; the arguments of inner calls and indexes are `...`, and a long name loses
+    its first parts, so that no text is cut inside parentheses."""
+    def text(node: ast.expr) -> str:
+        if isinstance(node, ast.Name):
+            return node.id
+        if isinstance(node, ast.Attribute):
+            return f"{text(node.value)}.{node.attr}"
+        if isinstance(node, ast.Call):
+            return f"{text(node.func)}({chr(0) if node.args or node.keywords else ''})"
+        if isinstance(node, ast.Subscript):
+            return f"{text(node.value)}[\0]"
+        return "(\0)"
+    parts = text(func).split(".")  # inner arguments are `\0` until the end: no dots in them
+    while len(parts) > 1 and len(".".join(parts)) > limit - 3:
+        parts.pop(0)
+    written = ".".join(parts).replace("\0", "...")
+    return written if len(parts) == len(text(func).split(".")) else "..." + written
+
+
 def nested_region_changes(model: SemanticModel, statement: ast.stmt) -> list[GradModeChange] | None:
     """The changes of a `with` nested in a region that only turns grad off further (every item a
     grad-disabling region, none bound to a name): it is rewritten with the region around it."""
@@ -120,7 +141,7 @@ class RegionAnalysis:
         if isinstance(statement, ast.Expr):
             self.check(statement.value)
             if isinstance(statement.value, ast.Call):
-                raise Refusal(f"call used as a statement: {source_of(statement.value.func)}(...)")
+                raise Refusal(f"call used as a statement: {callee_of(statement.value.func)}(...)")
             return KEEP  # a bare expression binds nothing
         if isinstance(statement, ast.Assign):
             for target in statement.targets:
@@ -238,7 +259,7 @@ class RegionAnalysis:
 
     def check_call(self, call: ast.Call) -> None:
         func = call.func
-        callee = source_of(func)
+        callee = callee_of(func)
         names = self.model.qualified_names(func, self.scope)
         if names & _GRAD_MODE_SETTERS:
             raise Refusal(f"grad-mode change {callee}(...) inside the region")
@@ -388,7 +409,7 @@ class RegionAnalysis:
             func = value.func
             names = self.model.qualified_names(func, self.scope)
             last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-            callee = f"{source_of(func)}(...)"
+            callee = f"{callee_of(func)}(...)"
             if self.call_kind(value, names) == tensor_ops.UNKNOWN:
                 return f"{callee} may return a tuple or another object"
             if last in tensor_ops.TUPLE_ALWAYS or (last in tensor_ops.TUPLE_WITH_ARGUMENTS

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Iterator, NamedTuple, Optional
 
 from lint_nograd.analysis.entry_points import DROPS, FORWARD, REVERSE
+from lint_nograd.analysis.region_flow import STATE
 from lint_nograd.analysis.releases import Behaviour
 from lint_nograd.checks.finding import fit, shorten
 from lint_nograd.project.linking import Project, Reacher
@@ -119,25 +120,39 @@ def modes_that_cannot_matter(region: Region, project: Project | None = None,
                              module: str = "") -> frozenset[str]:
     """The modes in which a region provably cannot change what a transform or tracer returns (the
     flow rule: report unless it provably cannot matter). From the file alone: a body that turns grad
-    back on, or values computed from constants only. With the whole project: values computed only
-    from parameters no transform reaching the function in that mode differentiates, and a region
-    that only stores into attributes no reached function reads. Never an `inference_mode` region."""
+    back on, values computed from constants only, and (in forward and reverse mode) values cut
+    wherever they are read after the region. With the whole project: values computed only
+    from parameters no transform reaching the function in that mode differentiates, or from the
+    module's own parameters and buffers (constants to a transform, unless the project uses
+    `functional_call`), and a region that only stores into attributes no reached function reads.
+    Never an `inference_mode` region."""
     every = frozenset({FORWARD, REVERSE, DROPS})
     if region.inference or region.function is None:
         return frozenset()
-    if region.inert or region.inputs == ():
+    if region.inert:
         return every
+    if project is not None and region.assumes and project.stored_elsewhere(module, region.assumes):
+        return frozenset()  # a literal of the class that another module replaces
+    if region.inputs == ():
+        return every
+    # cut where they are read: no derivative goes on in either mode (make_fx from torch 2.14 records
+    # `.detach()` as an alias, so a tracer still may)
+    cut_after = frozenset({FORWARD, REVERSE}) if region.cut_after else frozenset()
     if project is None:
-        return frozenset()
+        return cut_after
     if region.stores and not project.reached_reads(region.stores):
         return every
     modes = set()
     if region.inputs:
         key = (module, region.function)
-        modes.update(mode for mode in (FORWARD, REVERSE) if set(region.inputs) <= project.constant_params(key, mode))
+        varied = set(region.inputs)
+        if STATE in varied and not project.differentiates_state():
+            varied.discard(STATE)  # `self.weight`: a transform of the module's call holds it constant
+        modes.update(mode for mode in (FORWARD, REVERSE)
+                     if not varied or varied <= project.constant_params(key, mode))
     if region.local_only and project.traced_only_for_gradients((module, region.function)):
         modes.add(DROPS)  # make_fx of a training step records the backward eager mode ran
-    return frozenset(modes)
+    return frozenset(modes) | cut_after
 
 
 def first_selected(region: Region, reach: dict[str, Reacher], codes: frozenset[str],

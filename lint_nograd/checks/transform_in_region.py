@@ -18,6 +18,19 @@ HELP_NO_GRAD = ("A transform opens its own autograd level and turns grad mode on
                 "`f` as if the region were not there. The region only means that the result joins no outer "
                 "graph (`grad_fn` is None; outside the region it is set), which is often the intent. To say "
                 "so, add `# noqa: NG001`, or write `stop_gradient(grad(f)(x))` outside the region.")
+# inside jvp, jacfwd and linearize grad mode stays off: forward mode does not look at it (pytorch issue 78961)
+HELP_NO_GRAD_FORWARD = ("Forward-mode AD does not look at grad mode: the transform computes the derivative "
+                        "under the region (`torch.is_grad_enabled()` stays False inside it). The region only "
+                        "means that the result joins no outer graph, which is often the intent. To say so, "
+                        "add `# noqa: NG001`, or write `stop_gradient(jvp(f, ...))` outside the region.")
+FORWARD_ONLY = frozenset({"jvp", "jacfwd", "linearize"})  # no reverse level inside: grad mode is left off
+
+
+def help_no_grad(transform: str) -> str:
+    """NG001's help: a reverse-mode transform turns grad mode on inside; a forward-mode one leaves it."""
+    return HELP_NO_GRAD_FORWARD if transform in FORWARD_ONLY else HELP_NO_GRAD
+
+
 HELP_NO_GRAD_WRONG = ("On this release the transform does not compute the derivative under the region. Call "
                       "it outside the region, and `stop_gradient(...)` its result if it must join no graph.")
 HELP_INFERENCE = ("Before torch 2.12 a transform does not leave inference mode (pytorch issue 177318): "
@@ -51,7 +64,7 @@ def check(model: SemanticModel, codes: frozenset[str], release: Behaviour, torch
         elif state.grad_enabled is False and state.grad_region:
             region, code = state.grad_region, "NG001"
             outcome = release.outer_no_grad.get(application.transform, "correct")
-            help = HELP_NO_GRAD_WRONG if outcome in _WRONG else HELP_NO_GRAD
+            help = HELP_NO_GRAD_WRONG if outcome in _WRONG else help_no_grad(application.transform)
             history = until(torch_version, lambda row: row.outer_no_grad.get(application.transform))
         else:
             continue

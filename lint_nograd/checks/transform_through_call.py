@@ -10,7 +10,7 @@ from typing import NamedTuple, Optional
 
 from lint_nograd.analysis.releases import Behaviour
 from lint_nograd.checks.finding import fit, shorten
-from lint_nograd.checks.transform_in_region import HELP_NO_GRAD, _WRONG, inference_outcome
+from lint_nograd.checks.transform_in_region import _WRONG, help_no_grad, inference_outcome
 from lint_nograd.project.linking import RunInRegion
 from lint_nograd.project.summary import display_name
 
@@ -44,7 +44,7 @@ def finding(run: RunInRegion, release: Behaviour, torch_version: str) -> Optiona
             f"{callee} runs {what}, which {_WRONG[outcome]} on torch {torch_version} under {region}"), help)
     return ThroughCall("NG001", "note", fit(
         f"{callee} runs {what}, which differentiates as if the {region} region were not there",
-        f"{callee} runs {what} under {region}"), HELP_NO_GRAD)
+        f"{callee} runs {what} under {region}"), help_no_grad(applied.transform))
 
 
 def chain_text(run: RunInRegion, here: str) -> str:

@@ -20,6 +20,7 @@ from typing import Optional
 from lint_nograd.analysis import entry_points, library
 from lint_nograd.analysis.entry_points import DROPS, FORWARD, REVERSE
 from lint_nograd.project.summary import (
+    ANY_ATTRIBUTE,
     MODULE_BODY,
     Applied,
     BackwardSite,
@@ -1041,13 +1042,26 @@ class Project:
             return frozenset()  # reached through a caller, which passes what it is given
         return facts.constant.get((key, mode), frozenset())
 
+    def stored_elsewhere(self, module: str, attributes: Sequence[str]) -> bool:
+        """Whether a loaded module other than `module` may store into one of these attribute names
+        (`net.scale = nn.Parameter(...)` in a script, for a literal `self.scale` of the model)."""
+        wanted = {*attributes, ANY_ATTRIBUTE}
+        return any(not wanted.isdisjoint(self.summary(other).stored_attributes)
+                   for other in self.loaded() if other != module)
+
+    def differentiates_state(self) -> bool:
+        """Whether a module of the project may differentiate a module's parameters and buffers
+        (`functional_call`, `make_functional`, `stack_module_state`): transforms of a module's call
+        otherwise hold them constant."""
+        return any(self.summary(module).differentiates_state for module in self.loaded())
+
     def reached_reads(self, attributes: Sequence[str]) -> bool:
         """Whether a function some transform or tracer reaches may load one of these attribute names:
         one that does, or a call into code outside the project (but torch's), which may read anything."""
         facts = self._flow_facts()
         if facts.reads is None:  # followed when first asked: it may load many modules
             facts.reads, facts.external = self._reads_of_reached()
-        return facts.external or bool(facts.reads.intersection(attributes))
+        return facts.external or ANY_ATTRIBUTE in facts.reads or bool(facts.reads.intersection(attributes))
 
     def traced_only_for_gradients(self, key: FunctionKey) -> bool:
         """Whether every tracer that drops regions and reaches a function is `make_fx` of a function

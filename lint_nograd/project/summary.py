@@ -70,7 +70,9 @@ class Source:
     # the count of arguments bound by `partial`, the keywords bound by it, `argnums` or None for every
     # free one); None when unknown (linking: `constant_params`)
     selection: Optional[tuple[bool, int, tuple[str, ...], Optional[tuple[int, ...]]]] = None
-    gradient_step: bool = False  # `make_fx` of a function of this module that returns only torch.autograd.grad's result
+    # `make_fx` of a function of this module that returns only torch.autograd.grad's result, or
+    # that runs a backward pass of its own, traced for export (region_flow.differentiates_itself)
+    gradient_step: bool = False
     exported: bool = False  # a tracer's result only saved, exported or run without grad where it is bound (trace_uses)
 
 
@@ -144,10 +146,13 @@ class Region:
     dual_level: Optional[Span] = None  # inside `with dual_level():` that makes duals: forward mode
     cut: bool = False  # every value leaving it is cut, as the memory-preserving fix writes it: never reported
     inert: str = ""  # why it cannot change a result in any mode ("enable_grad"), from the file alone
-    inputs: Optional[tuple[str, ...]] = None  # the parameters its values depend on, all else constant (region_flow)
+    # the parameters its values depend on (region_flow.STATE: the module's own state), all else constant
+    inputs: Optional[tuple[str, ...]] = None
     stores: tuple[str, ...] = ()  # the attributes it only stores into, read by nothing else it does
     local_only: bool = False  # it only binds locals: no state a tracer records (region_flow)
     when: str = ""  # entered only on a condition: "`self.frozen` is True"
+    assumes: tuple[str, ...] = ()  # attributes read as constants of the file (region_flow): stored nowhere else
+    cut_after: bool = False  # it binds locals that every later read cuts (region_flow)
 
 
 @dataclass(slots=True)
@@ -171,6 +176,9 @@ class ModuleSummary:
     properties: list[str] = field(default_factory=list)  # the functions read as attributes: `@property`
     lambdas: dict[str, str] = field(default_factory=dict)  # each lambda -> the function or class it is written in
     returns: dict[str, tuple[Ref, ...]] = field(default_factory=dict)  # function -> what its returns (a lambda's body) hand back
+    # it may differentiate a module's parameters (`functional_call`): `self.weight` is no constant
+    differentiates_state: bool = False
+    stored_attributes: tuple[str, ...] = ()  # every attribute name its text stores into (`x.scale = ...`)
 
     def to_json(self) -> dict:
         """Plain data (dataclasses.asdict is far slower: it deep-copies every ref)."""
@@ -210,12 +218,15 @@ class ModuleSummary:
             "regions": [{"function": r.function, "api": r.api, "inference": r.inference, "span": span(r.span),
                          "dual_level": span(r.dual_level), "cut": r.cut,
                          "inert": r.inert, "inputs": r.inputs, "stores": r.stores,
-                         "local_only": r.local_only, "when": r.when} for r in self.regions],
+                         "local_only": r.local_only, "when": r.when, "assumes": r.assumes, "cut_after": r.cut_after}
+                        for r in self.regions],
             "backwards": [{"callees": b.callees, "callee_text": b.callee_text, "name": b.name,
                            "assigned_row": b.assigned_row, "span": span(b.span)} for b in self.backwards],
             "properties": self.properties,
             "lambdas": self.lambdas,
             "returns": self.returns,
+            "differentiates_state": self.differentiates_state,
+            "stored_attributes": self.stored_attributes,
         }
 
     @classmethod
@@ -263,12 +274,14 @@ class ModuleSummary:
                           r["cut"],
                           r.get("inert", ""), None if r.get("inputs") is None else tuple(r["inputs"]),
                           tuple(r.get("stores", ())),
-                          bool(r.get("local_only", False)), r.get("when", "")) for r in data["regions"]]
+                          bool(r.get("local_only", False)), r.get("when", ""),
+                          tuple(r.get("assumes", ())), bool(r.get("cut_after", False))) for r in data["regions"]]
         backwards = [BackwardSite(refs(b["callees"]), b["callee_text"], b["name"], b["assigned_row"],
                                   span(b["span"])) for b in data["backwards"]]
         return cls(functions, classes, {k: refs(v) for k, v in data["names"].items()}, regions, backwards,
                    list(data["properties"]), dict(data.get("lambdas", {})),
-                   {k: refs(v) for k, v in data.get("returns", {}).items()})
+                   {k: refs(v) for k, v in data.get("returns", {}).items()},
+                   bool(data.get("differentiates_state", True)), tuple(data.get("stored_attributes", ())))
 
 
 def display_name(name: str) -> str:
@@ -364,6 +377,22 @@ def _literal_keywords(call: ast.Call) -> dict[str, object]:
     return {k.arg: k.value.value for k in call.keywords if k.arg and isinstance(k.value, ast.Constant)}
 
 
+# what differentiates a module's parameters and buffers: a transform then varies `self.weight`
+_STATELESS = re.compile(r"\b(functional_call|stateless|make_functional\w*|stack_module_state|"
+                        r"combine_state_for_ensemble|make_dual|parametrize)\b")
+
+
+_ATTRIBUTE_STORE = re.compile(r"\.\s*([A-Za-z_]\w*)\s*(?:=(?!=)|[-+*/@%&|^]=)|\bsetattr\s*\([^,()]+,\s*['\"](\w+)")
+
+
+def _stored_attributes(text: str | None) -> tuple[str, ...]:
+    """The attribute names a module's text stores into; ANY_ATTRIBUTE when unknown (no text, or
+    `setattr` of a computed name)."""
+    if text is None or re.search(r"\bsetattr\s*\([^,()]+,\s*[^'\"\s]", text):
+        return (ANY_ATTRIBUTE,)
+    return tuple(sorted({a or b for a, b in _ATTRIBUTE_STORE.findall(text)}))
+
+
 def summarise(model: SemanticModel, lines: list[str]) -> ModuleSummary:
     return _Summariser(model, lines).run()
 
@@ -411,7 +440,9 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
                  if (refs := self._binding_refs(bindings, 0))}
         return ModuleSummary(self.functions, self.classes, names, self._regions() + self._wrapped, self._backwards(),
                              self.properties, self.lambdas,
-                             {name: tuple(refs) for name, refs in self._returns.items() if refs})
+                             {name: tuple(refs) for name, refs in self._returns.items() if refs},
+                             self.model.text is None or bool(_STATELESS.search(self.model.text)),
+                             _stored_attributes(self.model.text))
 
     # -- what an expression refers to -------------------------------------------------------------
 
@@ -1072,9 +1103,10 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
                 self._add_source(entry.name, entry.modes_for(_literal_keywords(node)), targets, node)
                 if len(sources) > count:
                     sources[-1].selection = self._selection(entry, node)
-                    sources[-1].gradient_step = entry.name == "make_fx" and self._traces_a_gradient_step(node)
                     sources[-1].exported = entry_points.DROPS in sources[-1].modes and \
                         self._made_for_export(node, 1 if entry.name == "make_fx" else 0)
+                    sources[-1].gradient_step = entry.name == "make_fx" and \
+                        self._traces_a_gradient_step(node, sources[-1].exported)
                 return
             argument = library.argument_of(library.CALLS_ARGUMENT, names)
             if argument is not None:  # `checkpoint(block, x)`, `functional_call(net, params, x)` call it
@@ -1216,14 +1248,19 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         return trace_uses.made_for_export(call, uses, lambda expr: self.scopes.qualified_names(expr, scope),
                                           self.model.change_at, calls_to_module)
 
-    def _traces_a_gradient_step(self, call: ast.Call) -> bool:
+    def _traces_a_gradient_step(self, call: ast.Call, exported: bool) -> bool:
         """`make_fx(step)` where `step`, a function of this module, returns only what
-        `torch.autograd.grad` computes in it."""
+        `torch.autograd.grad` computes in it; or, where nothing differentiates the trace
+        (`exported`), runs a backward pass of its own, whatever it returns."""
         target = _first_argument(call, 0, "f")
         if not isinstance(target, ast.Name):
             return False
         bindings = self.scopes.lookup(self.scope, target.id, (target.lineno, target.col_offset))
-        return len(bindings) == 1 and region_flow.returns_only_gradients(self.model, bindings[0].node)
+        if len(bindings) != 1:
+            return False
+        step = bindings[0].node
+        return region_flow.returns_only_gradients(self.model, step) or (
+            exported and region_flow.differentiates_itself(self.model, step))
 
     def _selection(self, entry: entry_points.EntryPoint, call: ast.Call) -> Optional[tuple]:
         """Which arguments of the function it runs a transform differentiates: those `functools.partial`
@@ -1370,18 +1407,26 @@ def _add_flow(summary: Region, model: SemanticModel, region) -> None:
     if region.function is None or summary.cut or summary.inference:
         return
     flow = region_flow.flow_of(model, region)
-    summary.inert, summary.inputs, summary.stores, summary.local_only = (
-        flow.inert, flow.inputs, flow.stores, flow.local_only)
+    summary.inert, summary.inputs, summary.stores, summary.local_only, summary.assumes, summary.cut_after = (
+        flow.inert, flow.inputs, flow.stores, flow.local_only, flow.assumes, flow.cut_after)
 
 
+ANY_ATTRIBUTE = "*"
+_GETATTR = re.compile(r"\bgetattr\s*\([^,()]+,\s*['\"](\w+)['\"]")
+_ANY_READ = re.compile(r"\bvars\s*\(|__dict__|\bgetattr\s*\([^,()]+,\s*[^'\"\s]|__getattribute__")
 _ATTRIBUTE_READ = re.compile(r"\.\s*([A-Za-z_]\w*)\b(?!\s*=(?!=))")  # `.name`, but `.name = ...`
 
 
 def _attribute_reads(lines: list[str], function: ast.AST) -> tuple[str, ...]:
-    """The attribute names a function's text reads (`x.last_norm`, not `x.last_norm = ...`): found in
-    the text, strings and comments included, so never fewer than its code loads."""
+    """The attribute names a function's text reads (`x.last_norm`, not `x.last_norm = ...`,
+    `getattr(x, "last_norm")`): found in the text, strings and comments included, so never fewer
+    than its code loads. ANY_ATTRIBUTE where it may read any: `vars(x)`, `x.__dict__`, `getattr`
+    of a computed name."""
     text = "\n".join(lines[function.lineno - 1:function.end_lineno or function.lineno])
-    return tuple(sorted(set(map(sys.intern, _ATTRIBUTE_READ.findall(text)))))  # kept once in each process
+    found = {*_ATTRIBUTE_READ.findall(text), *_GETATTR.findall(text)}
+    if _ANY_READ.search(text):
+        found.add(ANY_ATTRIBUTE)
+    return tuple(sorted(set(map(sys.intern, found))))  # kept once in each process
 
 
 def _key(node: ast.expr | None):

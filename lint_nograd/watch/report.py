@@ -21,6 +21,10 @@ HELP = {
              "`f` as if the region were not there. The region only means that the result joins no outer "
              "graph (`grad_fn` is None; outside the region it is set), which is often the intent. To say "
              "so, add `# noqa: NG001`, or write `stop_gradient(grad(f)(x))` outside the region.",
+    "NG001 forward": "Forward-mode AD does not look at grad mode: the transform computes the derivative "
+                     "under the region (`torch.is_grad_enabled()` stays False inside it). The region only "
+                     "means that the result joins no outer graph, which is often the intent. To say so, "
+                     "add `# noqa: NG001`, or write `stop_gradient(jvp(f, ...))` outside the region.",
     "NG001 wrong": "On this release the transform does not compute the derivative under the region. Call "
                    "it outside the region, and `stop_gradient(...)` its result if it must join no graph.",
     "NG002": "Before torch 2.12 a transform does not leave inference mode (pytorch issue 177318): "
@@ -102,6 +106,7 @@ def _diagnostic(finding, torch_version: str, release) -> Diagnostic:
             message = f"{who} {_WRONG[outcome]} on torch {torch_version}: it runs under {api} {line}"
             help = HELP["NG001 wrong"] if code == "NG001" else help
         elif code == "NG001":
+            help = HELP["NG001 forward"] if site.entry in ("jvp", "jacfwd", "linearize") else help
             message = fit(f"{who} differentiates as if the {api} region {line} were not there; its result joins no graph",
                           f"{who} differentiates as if the {api} region {line} were not there")
         elif history:
