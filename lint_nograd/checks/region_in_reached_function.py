@@ -52,8 +52,10 @@ class RegionFinding(NamedTuple):
 def findings_for(region: Region, reach: dict[str, Reacher], release: Behaviour,
                  cannot_matter: frozenset[str] = frozenset()) -> Iterator[RegionFinding]:
     """Every finding that applies to one region, the most severe first; none for the modes in which
-    the region provably cannot change a result (`cannot_matter`, see `modes_that_cannot_matter`)."""
-    forward, reverse, traced = (None if mode in cannot_matter else reach.get(mode) for mode in (FORWARD, REVERSE, DROPS))
+    the region provably cannot change a result (`cannot_matter`, see `modes_that_cannot_matter`), nor
+    where the call reaching it cannot take the branch the region is in (`analysis/guards.py`)."""
+    forward, reverse, traced = (None if mode in cannot_matter or region.guard in getattr(reach.get(mode), "skips", ())
+                                else reach.get(mode) for mode in (FORWARD, REVERSE, DROPS))
     inference = region.inference
     if forward and not inference and release.inner_region_forward_mode == "ignored":
         yield RegionFinding("NG004", "forward", forward)

@@ -54,6 +54,7 @@ class Reacher:
     through: Optional[FunctionKey] = None  # the first function of the chain, when reached transitively
     via: Optional[tuple[str, Span, str]] = None  # (module, span, text): the call of the helper that passed it on
     exported: bool = False  # a tracer whose result is only saved, exported or run without grad (Source.exported)
+    skips: tuple[str, ...] = ()  # the guarded branches it cannot run (Source.skips)
 
 
 @dataclass(frozen=True)
@@ -1295,13 +1296,16 @@ def _passes(key: tuple[str, str, str], refs: tuple[Ref, ...]) -> bool:
 
 
 def _reacher(mode: str, module: str, source) -> Reacher:
-    return Reacher(mode, source.entry, module, source.span, source.text, exported=mode == DROPS and source.exported)
+    return Reacher(mode, source.entry, module, source.span, source.text, exported=mode == DROPS and source.exported,
+                   skips=source.skips)
 
 
 def _rather(known: Optional[Reacher], reacher: Reacher) -> bool:
     """Whether `reacher` is kept in place of the one known for its mode: the first, but a tracer whose
-    result may be differentiated over one made for export (NG005 is then an error)."""
-    return known is None or known.exported and not reacher.exported
+    result may be differentiated over one made for export (NG005 is then an error), and one that
+    runs every branch over one that skips some (`analysis/guards.py`)."""
+    return known is None or known.exported and not reacher.exported or (
+        known.exported == reacher.exported and set(reacher.skips) < set(known.skips))
 
 
 def callee_text(text: str) -> str:

@@ -26,7 +26,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Optional
 
-from lint_nograd.analysis import entry_points, library, region_flow, torch_names, trace_uses
+from lint_nograd.analysis import entry_points, guards, library, region_flow, torch_names, trace_uses
 from lint_nograd.analysis.model import (
     CALLER_STATE,
     MODULE_STATE,
@@ -74,6 +74,7 @@ class Source:
     # that runs a backward pass of its own, traced for export (region_flow.differentiates_itself)
     gradient_step: bool = False
     exported: bool = False  # a tracer's result only saved, exported or run without grad where it is bound (trace_uses)
+    skips: tuple[str, ...] = ()  # the guarded branches it cannot run (analysis/guards.py): eval mode, an init done
 
 
 @dataclass(slots=True)
@@ -153,6 +154,7 @@ class Region:
     when: str = ""  # entered only on a condition: "`self.frozen` is True"
     assumes: tuple[str, ...] = ()  # attributes read as constants of the file (region_flow): stored nowhere else
     cut_after: bool = False  # it binds locals that every later read cuts (region_flow)
+    guard: str = ""  # in a branch only training mode or a first call runs (analysis/guards.py)
 
 
 @dataclass(slots=True)
@@ -189,7 +191,8 @@ class ModuleSummary:
         def source(s):
             return {"entry": s.entry, "modes": s.modes, "targets": s.targets, "span": span(s.span), "text": s.text,
                     "receivers": s.receivers,
-                    "selection": s.selection, "gradient_step": s.gradient_step, "exported": s.exported}
+                    "selection": s.selection, "gradient_step": s.gradient_step, "exported": s.exported,
+                    "skips": s.skips}
 
         def site(c):
             return {"callees": c.callees, "args": c.args, "keywords": c.keywords, "span": span(c.span),
@@ -218,7 +221,8 @@ class ModuleSummary:
             "regions": [{"function": r.function, "api": r.api, "inference": r.inference, "span": span(r.span),
                          "dual_level": span(r.dual_level), "cut": r.cut,
                          "inert": r.inert, "inputs": r.inputs, "stores": r.stores,
-                         "local_only": r.local_only, "when": r.when, "assumes": r.assumes, "cut_after": r.cut_after}
+                         "local_only": r.local_only, "when": r.when, "assumes": r.assumes, "cut_after": r.cut_after,
+                         "guard": r.guard}
                         for r in self.regions],
             "backwards": [{"callees": b.callees, "callee_text": b.callee_text, "name": b.name,
                            "assigned_row": b.assigned_row, "span": span(b.span)} for b in self.backwards],
@@ -245,7 +249,7 @@ class ModuleSummary:
             return Source(d["entry"], tuple(d["modes"]), refs(d["targets"]), span(d["span"]), d["text"],
                           refs(d["receivers"]),
                           _selection(d.get("selection")), bool(d.get("gradient_step", False)),
-                          bool(d.get("exported", False)))
+                          bool(d.get("exported", False)), tuple(d.get("skips", ())))
 
         def call_site(d):
             return CallSite(refs(d["callees"]), tuple(refs(a) for a in d["args"]),
@@ -275,7 +279,8 @@ class ModuleSummary:
                           r.get("inert", ""), None if r.get("inputs") is None else tuple(r["inputs"]),
                           tuple(r.get("stores", ())),
                           bool(r.get("local_only", False)), r.get("when", ""),
-                          tuple(r.get("assumes", ())), bool(r.get("cut_after", False))) for r in data["regions"]]
+                          tuple(r.get("assumes", ())), bool(r.get("cut_after", False)),
+                          r.get("guard", "")) for r in data["regions"]]
         backwards = [BackwardSite(refs(b["callees"]), b["callee_text"], b["name"], b["assigned_row"],
                                   span(b["span"])) for b in data["backwards"]]
         return cls(functions, classes, {k: refs(v) for k, v in data["names"].items()}, regions, backwards,
@@ -1308,7 +1313,12 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         else:
             span = span_of(node, self.lines)
             text = _short(span)
-        self.functions[self.function].sources.append(Source(entry, modes, targets, span, text, receivers))
+        scope = self.scope
+        while isinstance(scope.node, COMPREHENSION_NODES):
+            scope = scope.parent
+        skips = guards.skipped_by(node, scope.node) if isinstance(node, ast.Call) else ()
+        self.functions[self.function].sources.append(Source(entry, modes, targets, span, text, receivers,
+                                                            skips=skips))
 
     # -- regions, returns, backward ---------------------------------------------------------------
 
@@ -1321,6 +1331,8 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         for summary, region in zip(regions, self.model.regions):
             _add_flow(summary, self.model, region)
             summary.when = region.when
+            if region.function is not None and isinstance(region.owner, ast.With):
+                summary.guard = guards.region_guard(region.function, region.owner)
         return regions
 
     def _graphless_returns(self) -> None:

@@ -1,0 +1,143 @@
+"""Branches a transform or tracer does not run, so that a region in them cannot change what it returns:
+
+- TRAINING: a region under `if self.training:` (running statistics, an EMA update), where the module is
+  traced or transformed in eval mode: `torch.jit.trace(model.eval(), x)`, or `model.eval()` earlier
+  in the same scope with no `model.train()` between;
+- ONCE: a one-time initialisation, a region under `if not self.initialized:` whose branch sets the
+  flag (data-dependent init, as ActNorm does), where the same scope calls the module eagerly before
+  tracing or transforming it: the trace never takes that branch.
+
+`region_guard` reads the region's side; `skipped_by` the call's. Both are what the file says; linking
+pairs them (`Reacher.skips`).
+"""
+from __future__ import annotations
+
+import ast
+
+TRAINING, ONCE = "training", "once"
+_SETS_FLAG = frozenset({"fill_", "copy_", "add_", "data"})  # `self.initialized.fill_(1)`, `.data.fill_(...)`
+
+
+def region_guard(function: ast.AST, owner: ast.stmt) -> str:
+    """TRAINING or ONCE when the region's statement sits in a branch that only runs in training
+    mode, or only until its flag is set; else ""."""
+    found = _enclosing_ifs(function.body, owner, [])
+    for branch in reversed(found or []):
+        test = branch.test
+        if _reads_training(test):
+            return TRAINING
+        flag = _unset_flag(test)
+        if flag is not None and _sets(branch.body, flag):
+            return ONCE
+    return ""
+
+
+def _enclosing_ifs(body: list[ast.stmt], owner: ast.stmt, outer: list[ast.If]) -> list[ast.If] | None:
+    """The `if` statements whose body (not `else`) holds `owner`, outermost first; None if not here."""
+    for statement in body:
+        if statement is owner:
+            return outer
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for name in ("body", "orelse", "finalbody", "handlers"):
+            block = getattr(statement, name, None)
+            if not isinstance(block, list):
+                continue
+            inner = outer + [statement] if isinstance(statement, ast.If) and name == "body" else outer
+            blocks = [handler.body for handler in block] if name == "handlers" else [block]
+            for part in blocks:
+                found = _enclosing_ifs(part, owner, inner)
+                if found is not None:
+                    return found
+    return None
+
+
+def _is_self_attribute(node: ast.expr, name: str | None = None) -> bool:
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and (name is None or node.attr == name)
+
+
+def _reads_training(test: ast.expr) -> bool:
+    """`self.training`, or `self.training and ...`."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(_reads_training(value) for value in test.values)
+    return _is_self_attribute(test, "training")
+
+
+def _unset_flag(test: ast.expr) -> str | None:
+    """`not self.initialized` (also `.item()`, `bool(...)`), `self.initialized == 0`, `... is False`:
+    the flag's name."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        value = test.operand
+        if isinstance(value, ast.Call) and not value.args:  # `self.initialized.item()`
+            value = value.func.value if isinstance(value.func, ast.Attribute) else value
+        elif isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "bool" \
+                and len(value.args) == 1:
+            value = value.args[0]
+        return value.attr if _is_self_attribute(value) and value.attr != "training" else None
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and _is_self_attribute(test.left) \
+            and isinstance(test.ops[0], (ast.Eq, ast.Is)) and isinstance(test.comparators[0], ast.Constant) \
+            and test.comparators[0].value in (0, False):
+        return test.left.attr
+    return None
+
+
+def _sets(body: list[ast.stmt], flag: str) -> bool:
+    """Whether the branch stores into `self.<flag>`: assigned, or filled in place."""
+    for node in (node for statement in body for node in ast.walk(statement)):
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+        if any(_is_self_attribute(target, flag) for target in targets):
+            return True
+        if isinstance(node, ast.Attribute) and node.attr in _SETS_FLAG and _is_self_attribute(node.value, flag):
+            return True
+    return False
+
+
+def skipped_by(call: ast.Call, scope: ast.AST) -> tuple[str, ...]:
+    """The guards whose branch the module a transform or tracer call runs cannot take: TRAINING
+    when it runs in eval mode, ONCE when the scope called it eagerly before."""
+    if not call.args:
+        return ()
+    target = call.args[0]
+    if _sets_eval(target):
+        return (TRAINING,)
+    if not isinstance(target, (ast.Name, ast.Attribute)):
+        return ()
+    written = ast.dump(target)
+    eval_mode, called = False, False
+    for node in sorted(_before(scope, call), key=lambda n: (n.lineno, n.col_offset)):
+        if isinstance(node, ast.Assign) and any(ast.dump(t) == written for t in node.targets):
+            eval_mode, called = _sets_eval(node.value), False  # bound again: what it was bound to
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and ast.dump(node.func.value) == written and node.func.attr in ("eval", "train"):
+            eval_mode = _sets_eval(node)
+        elif isinstance(node, ast.Call) and (ast.dump(node.func) == written or isinstance(node.func, ast.Attribute)
+                                             and node.func.attr == "forward"
+                                             and ast.dump(node.func.value) == written):
+            called = True
+    return (TRAINING,) * eval_mode + (ONCE,) * called
+
+
+def _sets_eval(node: ast.expr) -> bool:
+    """`m.eval()`, `m.train(False)`, `m.train(mode=False)`, `Net().eval()`."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+        return False
+    if node.func.attr == "eval" and not node.args and not node.keywords:
+        return True
+    given = [*node.args, *(k.value for k in node.keywords if k.arg == "mode")]
+    return node.func.attr == "train" and len(given) == 1 and isinstance(given[0], ast.Constant) \
+        and given[0].value is False
+
+
+def _before(scope: ast.AST, call: ast.Call):
+    """The assignments and calls of the scope's own code (not nested functions) that end before `call`."""
+    start = (call.lineno, call.col_offset)
+    body = getattr(scope, "body", [])
+    todo = list(body) if isinstance(body, list) else [body]  # a lambda's body is one expression
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(node, (ast.Assign, ast.Call)) and (node.end_lineno, node.end_col_offset) <= start:
+            yield node
+        todo.extend(ast.iter_child_nodes(node))
