@@ -148,7 +148,7 @@ def modes_that_cannot_matter(region: Region, project: Project | None = None,
     if region.inputs:
         key = (module, region.function)
         varied = set(region.inputs)
-        if STATE in varied and not project.differentiates_state():
+        if STATE in varied and not project.differentiates_state(module):
             varied.discard(STATE)  # `self.weight`: a transform of the module's call holds it constant
         modes.update(mode for mode in (FORWARD, REVERSE)
                      if not varied or varied <= project.constant_params(key, mode))

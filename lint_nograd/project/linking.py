@@ -121,6 +121,7 @@ class Project:
         self._load = load
         self._leads, self._transforms = leads, transforms
         self._toward_transforms = toward_transforms  # the modules whose imports lead to one applying a transform
+        self._imports_of: dict[str, set[str]] = {}  # `_import_closure`
         self._applied_below: dict[tuple[FunctionKey, bool], tuple] = {}
         self._permissive = 0  # 1 while learning what a helper transforms; 2 while following a chain
         self._refused = 0  # loads refused so far: a resolution that met one is not remembered
@@ -1050,11 +1051,31 @@ class Project:
         return any(not wanted.isdisjoint(self.summary(other).stored_attributes)
                    for other in self.loaded() if other != module)
 
-    def differentiates_state(self) -> bool:
-        """Whether a module of the project may differentiate a module's parameters and buffers
-        (`functional_call`, `make_functional`, `stack_module_state`): transforms of a module's call
-        otherwise hold them constant."""
-        return any(self.summary(module).differentiates_state for module in self.loaded())
+    def differentiates_state(self, module: str) -> bool:
+        """Whether the project may differentiate the parameters and buffers of `module`'s classes
+        (`functional_call`, `make_functional`, `stack_module_state`): a module doing so that is
+        `module` or imports it, directly or through other modules (it must get hold of the model).
+        Transforms of a module's call otherwise hold them constant."""
+        return any(module in self._import_closure(other) for other in self.loaded()
+                   if self.summary(other).differentiates_state)
+
+    def _import_closure(self, start: str) -> set[str]:
+        """The loaded modules `start` imports, directly or not, and itself."""
+        if start not in self._imports_of:
+            seen, todo = {start}, [start]
+            while todo:
+                summary = self.summary(todo.pop())
+                refs = [*summary.names.values(), *(function.calls for function in summary.functions.values())]
+                for name in _imported_names(refs):
+                    parts = name.split(".")
+                    for end in range(1, len(parts) + 1):
+                        prefix = ".".join(parts[:end])
+                        entry = self.modules.get(prefix)
+                        if entry is not None and entry.loaded and entry.summary is not None and prefix not in seen:
+                            seen.add(prefix)
+                            todo.append(prefix)
+            self._imports_of[start] = seen
+        return self._imports_of[start]
 
     def reached_reads(self, attributes: Sequence[str]) -> bool:
         """Whether a function some transform or tracer reaches may load one of these attribute names:
@@ -1293,6 +1314,19 @@ def _passes(key: tuple[str, str, str], refs: tuple[Ref, ...]) -> bool:
         if ref[0] == "param" and ref[1] == key[1] and ref[2] == key[2]:
             return True
     return False
+
+
+def _imported_names(values) -> set[str]:
+    """The qualified names `("imp", name)` refs hold, however deep in other refs."""
+    found, todo = set(), list(values)
+    while todo:
+        value = todo.pop()
+        if isinstance(value, tuple):
+            if len(value) == 2 and value[0] == "imp" and isinstance(value[1], str):
+                found.add(value[1])
+            else:
+                todo.extend(value)
+    return found
 
 
 def _reacher(mode: str, module: str, source) -> Reacher:

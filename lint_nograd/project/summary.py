@@ -387,12 +387,14 @@ _STATELESS = re.compile(r"\b(functional_call|stateless|make_functional\w*|stack_
                         r"combine_state_for_ensemble|make_dual|parametrize)\b")
 
 
-_ATTRIBUTE_STORE = re.compile(r"\.\s*([A-Za-z_]\w*)\s*(?:=(?!=)|[-+*/@%&|^]=)|\bsetattr\s*\([^,()]+,\s*['\"](\w+)")
+# `net.scale = ...`, `setattr(net, "scale", ...)`; not `self.scale = ...`, which sets its own class's
+_ATTRIBUTE_STORE = re.compile(r"(?<!self)(?<!cls)\.\s*([A-Za-z_]\w*)\s*(?:=(?!=)|[-+*/@%&|^]=)"
+                              r"|\bsetattr\s*\([^,()]+,\s*['\"](\w+)")
 
 
 def _stored_attributes(text: str | None) -> tuple[str, ...]:
-    """The attribute names a module's text stores into; ANY_ATTRIBUTE when unknown (no text, or
-    `setattr` of a computed name)."""
+    """The attribute names a module's text stores into through another object than `self`;
+    ANY_ATTRIBUTE when unknown (no text, or `setattr` of a computed name)."""
     if text is None or re.search(r"\bsetattr\s*\([^,()]+,\s*[^'\"\s]", text):
         return (ANY_ATTRIBUTE,)
     return tuple(sorted({a or b for a, b in _ATTRIBUTE_STORE.findall(text)}))
