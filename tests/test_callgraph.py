@@ -448,6 +448,50 @@ CASES = {
         {("main.run", "main.stats"), ("main.run", "main.other"), ("main", "main.builder")},
         {("main", "main.stats"), ("main.run", "main.builder")},
     ),
+    "a star import binds what __all__ names, else the public names, and re-exports them": (
+        {"pkg/__init__.py": "from pkg.layers import *\n",
+         "pkg/layers.py": """
+            __all__ = ["smooth"]
+            __all__ += ["Block"]
+
+            def smooth(x):
+                pass
+
+            def shared(x):
+                pass
+
+            class Block:
+                def __init__(self):
+                    pass
+            """,
+         "pkg/plain.py": """
+            from pkg.other import helper
+
+            def shared(x):
+                pass
+
+            def _private(x):
+                pass
+            """,
+         "pkg/other.py": """
+            def helper(x):
+                pass
+            """,
+         "main.py": """
+            from pkg import Block
+            from pkg.plain import *
+            from pkg.layers import *
+
+            def run(x):
+                smooth(x)
+                shared(x)
+                helper(x)
+                Block()
+            """},
+        {("main.run", "pkg.layers.smooth"), ("main.run", "pkg.plain.shared"), ("main.run", "pkg.other.helper"),
+         ("main.run", "pkg.layers.Block.__init__")},
+        {("main.run", "pkg.layers.shared")},
+    ),
 }
 
 

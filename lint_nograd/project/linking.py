@@ -230,7 +230,7 @@ class Project:
             yield ("C", module, ref[1])
         elif kind == "imp":
             name = self._absolute(module, ref[1])
-            if name is not None:
+            if name is not None and (len(ref) == 2 or self._star_binds(module, ref[2], name)):
                 yield from self._qualified(name)
         elif kind == "param":
             yield ("P", module, ref[1], ref[2])
@@ -347,6 +347,28 @@ class Project:
         if plain:
             yield from self.resolve(module, ref[1], depth + 1)
 
+    def _star_binds(self, module: str, star: str, name: str) -> bool:
+        """Whether `from star import *` in `module` binds the first name of `name` after `star`."""
+        imported = self._absolute(module, star)
+        if imported is None or not name.startswith(imported + "."):
+            return False
+        return self._exports(imported, name[len(imported) + 1:].partition(".")[0], set())
+
+    def _exports(self, module: str, name: str, seen: set) -> bool:
+        """Whether `from module import *` binds `name`: a name of its literal `__all__`, else a public
+        name it binds (imports included, and what its own star imports bind)."""
+        summary = self.summary(module)
+        if summary is None or module in seen:  # outside the project, or not loaded: as if it does
+            return summary is None
+        if summary.exports is not None:
+            return name in summary.exports
+        if name.startswith("_"):
+            return False
+        seen.add(module)
+        return name in summary.names or f"{module}.{name}" in self.modules or any(
+            (other := self._absolute(module, star)) is not None and self._exports(other, name, seen)
+            for star in summary.star_imports)
+
     def returned(self, function: Value, depth: int = 0) -> Iterator[Value]:
         """What a function of the project may return."""
         summary = self.summary(function[1])
@@ -365,6 +387,9 @@ class Project:
                 return (("M", submodule),)
             summary = self.summary(value[1])
             refs = summary.names.get(name, ()) if summary else ()
+            if not refs and summary and summary.star_imports:  # `from .layers import *` in a package
+                refs = tuple([("imp", star + ("" if star.endswith(".") else ".") + name, star)
+                              for star in summary.star_imports])
             return tuple(v for ref in refs for v in self.resolve(value[1], ref, depth + 1))
         if kind in ("C", "I"):
             return self._member(value[1], value[2], name, kind == "I", set())

@@ -9,6 +9,7 @@ Refs are tuples:
     ("fn", name)          a function of this module, by qualified name (`loss`, `Net.forward`)
     ("cls", name)         a class of this module
     ("imp", "a.b.c")      what an import binds (`..model.loss` when relative)
+    ("imp", "a.b.c", "a") a name `from a import *` may bind: `a.b` if the module `a` exports `b`
     ("param", fn, name)   a parameter of a function of this module
     ("attr", ref, name)   an attribute: a method of a class, a submodule, ...
     ("inst", ref)         an instance of a class (calling it runs `forward`)
@@ -181,6 +182,8 @@ class ModuleSummary:
     # it may differentiate a module's parameters (`functional_call`): `self.weight` is no constant
     differentiates_state: bool = False
     stored_attributes: tuple[str, ...] = ()  # every attribute name its text stores into (`x.scale = ...`)
+    star_imports: tuple[str, ...] = ()  # `from .layers import *`: the modules, as written
+    exports: Optional[tuple[str, ...]] = None  # a literal `__all__`: what `from it import *` binds (None: its public names)
 
     def to_json(self) -> dict:
         """Plain data (dataclasses.asdict is far slower: it deep-copies every ref)."""
@@ -231,6 +234,8 @@ class ModuleSummary:
             "returns": self.returns,
             "differentiates_state": self.differentiates_state,
             "stored_attributes": self.stored_attributes,
+            "star_imports": self.star_imports,
+            "exports": self.exports,
         }
 
     @classmethod
@@ -286,7 +291,9 @@ class ModuleSummary:
         return cls(functions, classes, {k: refs(v) for k, v in data["names"].items()}, regions, backwards,
                    list(data["properties"]), dict(data.get("lambdas", {})),
                    {k: refs(v) for k, v in data.get("returns", {}).items()},
-                   bool(data.get("differentiates_state", True)), tuple(data.get("stored_attributes", ())))
+                   bool(data.get("differentiates_state", True)), tuple(data.get("stored_attributes", ())),
+                   tuple(data.get("star_imports", ())),
+                   None if data.get("exports") is None else tuple(data["exports"]))
 
 
 def display_name(name: str) -> str:
@@ -400,6 +407,46 @@ def _stored_attributes(text: str | None) -> tuple[str, ...]:
     return tuple(sorted({a or b for a, b in _ATTRIBUTE_STORE.findall(text)}))
 
 
+def _literal_all(module: ast.Module) -> Optional[tuple[str, ...]]:
+    """The names of a literal `__all__` (a list or tuple of strings, also `+=`, `.extend`, `.append`d
+    at the top level); None when the module has none, or one not written out (then `import *` is
+    taken to bind its public names)."""
+    found: Optional[list[str]] = None
+    for statement in module.body:
+        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
+            func = statement.value.func
+            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "__all__":
+                args = statement.value.args
+                names = None if len(args) != 1 else _strings(args[0]) if func.attr == "extend" else \
+                    _strings(ast.List(args)) if func.attr == "append" else None
+                if found is None or names is None:
+                    return None
+                found += names
+            continue
+        if isinstance(statement, ast.Assign):
+            targets, value, adding = statement.targets, statement.value, False
+        elif isinstance(statement, ast.AugAssign) and isinstance(statement.op, ast.Add):
+            targets, value, adding = [statement.target], statement.value, True
+        elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
+            targets, value, adding = [statement.target], statement.value, False
+        else:
+            continue
+        if not any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+            continue
+        names = _strings(value)
+        if names is None or len(targets) > 1 or adding and found is None:
+            return None
+        found = found + names if adding else names
+    return None if found is None else tuple(dict.fromkeys(found))
+
+
+def _strings(node: ast.expr) -> Optional[list[str]]:
+    if isinstance(node, (ast.List, ast.Tuple)) and all(
+            isinstance(e, ast.Constant) and type(e.value) is str for e in node.elts):
+        return [e.value for e in node.elts]
+    return None
+
+
 def summarise(model: SemanticModel, lines: list[str]) -> ModuleSummary:
     return _Summariser(model, lines).run()
 
@@ -449,7 +496,8 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
                              self.properties, self.lambdas,
                              {name: tuple(refs) for name, refs in self._returns.items() if refs},
                              self.model.text is None or bool(_STATELESS.search(self.model.text)),
-                             _stored_attributes(self.model.text))
+                             _stored_attributes(self.model.text), tuple(module.star_imports),
+                             _literal_all(self.model.module))
 
     # -- what an expression refers to -------------------------------------------------------------
 
@@ -467,15 +515,15 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
                 if refs is not None:
                     return refs
             elif not bindings:
-                return tuple([("imp", module + ("" if module.endswith(".") else ".") + expr.id)
-                              for module in self.scopes.module.star_imports])
+                return tuple([("imp", module + ("" if module.endswith(".") else ".") + expr.id, module)
+                              for module in self.scopes.module.star_imports])  # if the module exports it
             return self._binding_refs(bindings, depth)
         if kind is ast.Attribute:  # `m.loss` after `import pkg.model as m` is `pkg.model.loss`
             bases = self.refs(expr.value, scope, depth + 1)
             if not bases:
                 return ()
             attr = expr.attr
-            return tuple([("imp", f"{base[1]}.{attr}") if base[0] == "imp" else ("attr", base, attr)
+            return tuple([("imp", f"{base[1]}.{attr}", *base[2:]) if base[0] == "imp" else ("attr", base, attr)
                           for base in bases])
         if kind is ast.Lambda:
             return (("fn", self.model.name_of(expr)),)
