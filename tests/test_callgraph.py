@@ -448,6 +448,85 @@ CASES = {
         {("main.run", "main.stats"), ("main.run", "main.other"), ("main", "main.builder")},
         {("main", "main.stats"), ("main.run", "main.builder")},
     ),
+    "a registry filled by decorators in another module holds every class registered": (
+        {"pkg/__init__.py": "",
+         "pkg/registry.py": """
+            MODELS = {}
+            HEADS = {}
+            STEPS = []
+
+            def register(cls):
+                MODELS[cls.__name__] = cls
+                return cls
+
+            def register_as(name):
+                def store(cls):
+                    MODELS.update({name: cls})
+                    return cls
+                return store
+
+            def head(name):
+                def store(cls):
+                    HEADS.setdefault(name, cls)
+                    return cls
+                return store
+
+            def step(fn):
+                STEPS.append(fn)
+                return fn
+            """,
+         "pkg/models.py": """
+            from pkg.registry import head, register, register_as, step
+
+            @register
+            class Mlp:
+                def __init__(self):
+                    pass
+                def forward(self, x):
+                    pass
+
+            @register_as("cnn")
+            class Conv:
+                def __init__(self):
+                    pass
+                def forward(self, x):
+                    pass
+
+            @head("linear")
+            class Linear:
+                def forward(self, x):
+                    pass
+
+            @step
+            def make_rnn():
+                return Rnn()
+
+            class Rnn:
+                def forward(self, x):
+                    pass
+            """,
+         "pkg/run.py": """
+            from pkg.registry import HEADS, MODELS, STEPS
+
+            def build(name):
+                return MODELS[name]()
+
+            def run(name, x):
+                build(name)(x)
+
+            def run_get(name, x):
+                MODELS.get(name)()(x)
+
+            def run_step(i, x):
+                STEPS[i]()(x)
+            """},
+        {("pkg.run.build", "pkg.models.Mlp.__init__"), ("pkg.run.build", "pkg.models.Conv.__init__"),
+         ("pkg.run.run", "pkg.models.Mlp.forward"), ("pkg.run.run", "pkg.models.Conv.forward"),
+         ("pkg.run.run_get", "pkg.models.Mlp.forward"), ("pkg.run.run_get", "pkg.models.Conv.forward"),
+         ("pkg.run.run_step", "pkg.models.make_rnn"), ("pkg.run.run_step", "pkg.models.Rnn.forward")},
+        {("pkg.run.run", "pkg.models.Linear.forward"), ("pkg.run.run_get", "pkg.models.Rnn.forward"),
+         ("pkg.run.run_step", "pkg.models.Mlp.forward")},
+    ),
     "a star import binds what __all__ names, else the public names, and re-exports them": (
         {"pkg/__init__.py": "from pkg.layers import *\n",
          "pkg/layers.py": """

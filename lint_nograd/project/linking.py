@@ -40,6 +40,8 @@ Value = tuple  # ("F", module, function, bound) ("C", module, class) ("I", modul
 #               ("B", value): a container holding value; ("S", module, class): `super()` in a method of class
 FunctionKey = tuple[str, str]  # (module, function)
 _MAX_DEPTH = 24
+_MAX_ROUNDS = 4  # a cycle of refs is resolved again at most so often, until it finds no more
+_NO_CYCLE = 1 << 30  # `Project._low` when no open ref was met
 
 
 @dataclass(frozen=True)
@@ -111,13 +113,17 @@ class Project:
     them). Only the first can hold a function that leads to a region, so only they are loaded to
     follow a chain; to learn whether a helper transforms its parameter, the second are too; and a
     call in a reached function that hands on something leading to a region may load any module
-    (a helper may call its parameter)."""
+    (a helper may call its parameter). `read` names the modules the first import, directly or not:
+    a name a chain reads there (a registry that a module with regions fills by calling into it,
+    `MODELS[name]()`) may hold what leads to a region, so they are loaded too."""
 
     def __init__(self, modules: dict[str, ModuleEntry],
                  load: Callable[[ModuleEntry], Optional[ModuleSummary]] | None = None,
                  leads: Optional[set[str]] = None, transforms: Optional[set[str]] = None,
-                 toward_transforms: Optional[set[str]] = None):
+                 toward_transforms: Optional[set[str]] = None, read: Optional[set[str]] = None):
         self.modules = modules
+        self._read = read
+        self._loaded: Optional[list[str]] = None  # `loaded()`, until a module is loaded
         self._load = load
         self._leads, self._transforms = leads, transforms
         self._toward_transforms = toward_transforms  # the modules whose imports lead to one applying a transform
@@ -126,6 +132,12 @@ class Project:
         self._permissive = 0  # 1 while learning what a helper transforms; 2 while following a chain
         self._refused = 0  # loads refused so far: a resolution that met one is not remembered
         self._resolved: dict[tuple[str, Ref], tuple[Value, ...]] = {}
+        self._open: dict[tuple[str, Ref], int] = {}  # the refs being resolved -> their place on that stack
+        self._low = _NO_CYCLE  # the lowest place on the stack of an open ref met by what is being resolved
+        self._provisional: dict[tuple[str, Ref], tuple[tuple[Value, ...], int]] = {}  # in an open cycle: (values, low)
+        self._pending: list[tuple[str, Ref]] = []  # the refs in `_provisional`, in the order found
+        self._seeds: dict[tuple[str, Ref], tuple[Value, ...]] = {}  # an open ref -> what the round before found
+        self._met: list[tuple[tuple[str, Ref], tuple[Value, ...]]] = []  # open refs met again, and what they were given
         self._runs: dict[Value, tuple[Value, ...]] = {}
         self._parameters: dict[tuple[str, str, str], tuple[bool, dict[str, Reacher]]] = {}
         self._uses: dict[str, dict[tuple, list]] = {}  # module -> parameter -> how its functions use it
@@ -143,6 +155,7 @@ class Project:
         self._mros: dict[tuple[str, str], list[tuple[str, str]]] = {}
         self._unnamed_callees: dict[int, list[Value]] = {}  # by call site
         self._passing: set[tuple[str, str, str]] = set()  # the parameters whose values are being found
+        self._passed_open: set[tuple[str, str, str]] = set()  # found in a cycle of refs not done: found again
         self._unnamed_depth = 0  # how many unnamed call sites are being resolved, one inside another
         self._subclass_index: tuple[int, dict] = (-1, {})  # (modules loaded, class -> its direct subclasses)
 
@@ -153,11 +166,13 @@ class Project:
         if entry is None:
             return None
         if not entry.loaded:
-            if not (self.leads(module) or self._permissive == 2 or self._permissive == 1 and (
+            if not (self.leads(module) or self._permissive == 2 or self._read is not None and module in self._read
+                    or self._permissive == 1 and (
                     self._transforms is None or module in self._transforms)):
                 self._refused += 1
                 return None
             entry.loaded = True
+            self._loaded = None
             if entry.summary is None and self._load is not None:
                 entry.summary = self._load(entry)
         return entry.summary
@@ -167,7 +182,10 @@ class Project:
         return self._leads is None or module in self._leads
 
     def loaded(self) -> list[str]:
-        return [name for name, entry in self.modules.items() if entry.loaded and entry.summary is not None]
+        """The modules loaded so far (found again only after a load: it is asked for at every call site)."""
+        if self._loaded is None:
+            self._loaded = [name for name, entry in self.modules.items() if entry.loaded and entry.summary is not None]
+        return self._loaded
 
     def function(self, key: FunctionKey) -> Optional[Function]:
         summary = self.summary(key[0])
@@ -211,16 +229,77 @@ class Project:
         values = self._resolved.get(key)
         if values is not None:
             return values
+        at = self._open.get(key)
+        if at is not None:  # met again while it is resolved: what the round before found of it; the cycle stays open
+            if at < self._low:
+                self._low = at
+            values = self._seeds.get(key, ())
+            self._met.append((key, values))
+            return values
+        known = self._provisional.get(key)
+        if known is not None:  # found inside a cycle that is still open: good until it closes
+            if known[1] < self._low:
+                self._low = known[1]
+            return known[0]
         if depth > _MAX_DEPTH:
             return ()
-        self._resolved[key] = ()  # a cycle of imports or assignments resolves to nothing
-        refused = self._refused
-        values = tuple(dict.fromkeys(self._resolve(module, ref, depth)))
-        if self._refused == refused:
+        return self._resolve_cycle(key, depth)
+
+    def _resolve_cycle(self, key: tuple[str, Ref], depth: int) -> tuple[Value, ...]:
+        """Resolve `key`, keeping the refs being resolved on a stack (`_open`). A ref that meets one
+        below it on the stack is part of that one's cycle: its values are provisional until the first
+        ref of the cycle is done (what it meets was not complete yet). That first ref is resolved
+        again, each ref of the cycle met given what the round before found of it, until every ref
+        met was given what it finds (linear in the cycle's refs a round), and then they are remembered."""
+        position = len(self._open)
+        self._open[key] = position
+        outer_low, mark, met, refused = self._low, len(self._pending), len(self._met), self._refused
+        seeded: dict = {}
+        try:
+            for _ in range(_MAX_ROUNDS):
+                self._low = _NO_CYCLE
+                values = tuple(dict.fromkeys(self._resolve(key[0], key[1], depth)))
+                if self._low != position:
+                    break
+                found = {other: known[0] for other in self._pending[mark:]
+                         if (known := self._provisional.get(other)) is not None}
+                found[key] = values
+                if all(found.get(other, self._resolved.get(other, given)) == given for other, given in self._met[met:]):
+                    break  # each ref met again was given all it finds
+                seeded.update(found)
+                self._seeds.update(found)
+                self._drop_pending(mark, False)
+                del self._met[met:]
+        finally:
+            del self._open[key]
+            for other in seeded:
+                self._seeds.pop(other, None)
+        low = self._low
+        self._low = low if low < outer_low else outer_low
+        if low < position:  # in a cycle still open below
+            if self._refused == refused:
+                self._provisional[key] = (values, low)
+                self._pending.append(key)
+            else:
+                self._provisional.pop(key, None)
+            return values
+        if self._refused == refused:  # a module not loaded: another look, with more allowed, may find more
             self._resolved[key] = values
-        else:  # a module was not loaded: another look, with more allowed, may find more
-            del self._resolved[key]
+        self._drop_pending(mark, True)  # (each was found with no load refused, as a ref is remembered)
+        del self._met[met:]
         return values
+
+    def _drop_pending(self, mark: int, remembered: bool) -> None:
+        """Forget (or remember, once their cycle is done) the provisional values found since `mark`."""
+        for key in self._pending[mark:]:
+            known = self._provisional.pop(key, None)
+            if remembered and known is not None:
+                if len(key) == 3:  # what is passed to a parameter
+                    self._passed[key] = known[0]
+                    self._passed_open.discard(key)
+                else:
+                    self._resolved[key] = known[0]
+        del self._pending[mark:]
 
     def _resolve(self, module: str, ref: Ref, depth: int) -> Iterator[Value]:
         kind = ref[0]
@@ -281,6 +360,9 @@ class Project:
                     yield ("S", value[1], value[2])
         elif kind == "decorated":
             yield from self._decorated(module, ref, depth)
+        elif kind == "kept":  # `MODELS[name] = cls` in `register(cls)`: every class the calls register
+            yield ("P", module, ref[1][1], ref[1][2])
+            yield from self.passed(module, ref[1][1], ref[1][2])
         elif kind == "read":  # `self.features` runs its getter when it is a property
             for value in self.resolve(module, ref[1], depth + 1):
                 if value[0] == "F" and value[3] and value[2] in self._properties(value[1]):
@@ -504,12 +586,19 @@ class Project:
         """What the calls of the loaded modules pass to a parameter (found once: linking asks
         after the modules that call `function` by name are summarised; see `callers_wanted`)."""
         key = (module, function, parameter)
-        if key in self._passed:
-            if key in self._passing:  # asked while it is found: what depends on it is not remembered
-                self._refused += 1
+        if key in self._passing:  # asked while it is found: what depends on it is not remembered
+            self._refused += 1
             return self._passed[key]
-        self._passed[key] = ()
+        if key in self._passed and key not in self._passed_open:
+            return self._passed[key]
+        known = self._provisional.get(key)
+        if known is not None:  # found inside a cycle of refs still open (see `_resolve_cycle`)
+            if known[1] < self._low:
+                self._low = known[1]
+            return known[0]
+        self._passed.setdefault(key, ())
         self._passing.add(key)
+        outer_low, self._low, start = self._low, _NO_CYCLE, len(self._open)
         owner = function.rpartition(".")[0]
         found: list[Value] = []
         for caller, site in self._sites_named(called_as(function) or _last_name(("fn", function))):
@@ -526,8 +615,16 @@ class Project:
                     self._bind(callee, site, bound_here)
             found += [v for _, bound, refs in bound_here if bound == parameter for v in self._values(caller, refs)]
         self._passing.discard(key)
-        self._passed[key] = tuple(dict.fromkeys(found))
-        return self._passed[key]
+        values = self._passed[key] = tuple(dict.fromkeys(found))
+        low = self._low
+        self._low = low if low < outer_low else outer_low
+        if low < start:  # it met a ref still being resolved: found again once that is done
+            self._provisional[key] = (values, low)
+            self._pending.append(key)
+            self._passed_open.add(key)
+        else:
+            self._passed_open.discard(key)
+        return values
 
     def _sites_named(self, name: str) -> list[tuple[str, object]]:
         """The call sites of the loaded modules whose callee ends with `name` (indexed once a module)."""
@@ -552,14 +649,16 @@ class Project:
                 continue
             if callees is None:
                 self._unnamed_callees[id(site)] = []  # a site asked again while it is resolved calls nothing more
-                refused = self._refused
+                refused, outer_low, self._low, start = self._refused, self._low, _NO_CYCLE, len(self._open)
                 self._unnamed_depth += 1
                 try:
                     callees = list(dict.fromkeys(callee for value in self._values(caller, site.callees)
                                                  for callee in self._called(value, set())))
                 finally:
                     self._unnamed_depth -= 1
-                if self._refused == refused:
+                    low = self._low
+                    self._low = low if low < outer_low else outer_low
+                if self._refused == refused and low >= start:  # (not in a cycle of refs still open)
                     self._unnamed_callees[id(site)] = callees
                 else:
                     del self._unnamed_callees[id(site)]
@@ -1247,7 +1346,7 @@ class _Everything:
 _EVERYTHING = _Everything()
 _LIBRARIES_THAT_READ_NOTHING = ("torch.", "math.", "numpy.", "functools.", "operator.")  # of our attributes
 # the kinds of ref whose value comes from an inner ref
-_WRAPPING = ("attr", "inst", "call", "wrap", "box", "item", "super", "read", "decorated", "slice")
+_WRAPPING = ("attr", "inst", "call", "wrap", "box", "item", "super", "read", "decorated", "slice", "kept")
 _PASSED = ("param", "wrap")  # the kinds of ref that may stand for a parameter
 _UNSEEN = object()  # not looked up yet (None is an answer)
 _MAX_CLOSURE = 64  # the refs a closure walk looks at, at most

@@ -18,6 +18,7 @@ Refs are tuples:
     ("box", ref)          a container holding `ref`: `nn.Sequential(Block())`, `[Block() for _ in range(3)]`
     ("item", ref)         an element of the container `ref`: `self.blocks[0]`, `block` in `for block in self.blocks`
     ("super", ref)        `super()` in a method of the class `ref`: its attributes are looked up in the bases
+    ("kept", param)       a parameter stored into a module's container: what every call passes to it
 """
 from __future__ import annotations
 
@@ -552,7 +553,8 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
                           for ref in self.refs(_first_argument(call, position, keyword), scope, depth + 1)])
         if isinstance(func, ast.Attribute) and func.attr in library.RETURNS_RECEIVER and not names:
             return self.refs(func.value, scope, depth + 1)  # `Net().eval()`
-        if isinstance(func, ast.Attribute) and func.attr in _GETS and call.args and not names:
+        if isinstance(func, ast.Attribute) and func.attr in _GETS and call.args and \
+                not any(name.startswith(_NOT_THE_PROJECTS) for name in names):  # also an imported registry's
             key = _key(call.args[0])  # `MODELS.get(name)`: an element, as `MODELS[name]`, or what the method returns
             return tuple([ref for base in self.refs(func.value, scope, depth + 1)
                           for ref in (("item", base) if key is None else ("item", base, key), ("call", ("attr", base, func.attr)))])
@@ -798,8 +800,8 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
                 self._attribute(self.method_class, name.value, args[1])  # a named child of this module
                 return
             value = args[1]
-        elif func.attr in ("append", "insert") and args:
-            value = args[-1]
+        elif func.attr in ("append", "insert") and args or func.attr == "setdefault" and len(args) == 2:
+            value = args[-1]  # `REGISTRY.append(cls)`, `MODELS.setdefault(name, cls)`
         elif func.attr == "extend" and len(args) == 1:
             self._add_to(func.value, self.refs(args[0]))
             return
@@ -843,6 +845,8 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             return
         if isinstance(container, ast.Name):
             binding = self.scopes.only_binding(container, self.scope)
+            if binding is not None and binding.scope is self.scopes.module and self.function != MODULE_BODY:
+                refs = tuple([_kept(ref) for ref in refs])  # a registry: `MODELS[name] = cls` in `register(cls)`
             if binding is not None and not binding.imported:
                 self._added.setdefault(binding, []).extend(refs)
                 self._of_binding.clear()  # what was found for names bound to it is found again
@@ -1435,7 +1439,7 @@ _GENERICS = {**dict.fromkeys(("Optional", "Union"), "any"),
 _NOT_THE_PROJECTS = ("torch.", "functorch.", "typing.", "typing_extensions.", "collections.", "builtins.",
                      "numpy.", "dataclasses.", "enum.", "pathlib.")
 _BUILTIN_CALLS = frozenset(name.partition(".")[2] for name in library.CALLS_ON_ELEMENTS if name.startswith("builtins."))
-_ADDS = frozenset({"append", "extend", "insert", "add_module", "register_module", "update"})
+_ADDS = frozenset({"append", "extend", "insert", "add_module", "register_module", "update", "setdefault"})
 _MAY_REFER = frozenset({ast.Name, ast.Attribute, ast.Lambda, ast.Call})  # what `refs` finds anything in
 
 
@@ -1496,6 +1500,16 @@ def _key(node: ast.expr | None):
     if isinstance(node, ast.Constant) and type(node.value) in (int, str):
         return node.value
     return None
+
+
+def _kept(ref: Ref) -> Ref:
+    """A parameter stored into a module's container (`MODELS[name] = cls`) as ("kept", parameter):
+    what every call passes to it stays there after the call."""
+    if ref[0] == "param":
+        return ("kept", ref)
+    if ref[0] == "box" and ref[1][0] == "param":
+        return ("box", ("kept", ref[1]), *ref[2:])
+    return ref
 
 
 def _root(ref: Ref) -> Ref:

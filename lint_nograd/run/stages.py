@@ -301,7 +301,8 @@ class Run:
                                              loaded=f.summarised) for f in self.by_module.values()}
             project = Project(modules, self._load, None if self.everything else self.leading_to_regions,
                               None if self.everything else self.transforming,
-                              None if self.everything else self.toward_transforms)
+                              None if self.everything else self.toward_transforms,
+                              None if self.everything else self.under_regions)
             summarised = sorted(m for m, f in self.by_module.items() if f.facts and f.facts.summary)
             if ahead and self.workers.count > 1:  # in one process, ahead is only more work
                 self._summarise_ahead(project, summarised)
