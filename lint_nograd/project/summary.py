@@ -396,16 +396,25 @@ _STATELESS = re.compile(r"\b(functional_call|stateless|make_functional\w*|stack_
 
 
 # `net.scale = ...`, `setattr(net, "scale", ...)`; not `self.scale = ...`, which sets its own class's
-_ATTRIBUTE_STORE = re.compile(r"(?<!self)(?<!cls)\.\s*([A-Za-z_]\w*)\s*(?:=(?!=)|[-+*/@%&|^]=)"
-                              r"|\bsetattr\s*\([^,()]+,\s*['\"](\w+)")
+# (each a pattern of its own, the first starting with `.`: searched for as a literal, far faster)
+_ATTRIBUTE_STORE = re.compile(r"\.(?<!self\.)(?<!cls\.)\s*([A-Za-z_]\w*)\s*(?:=(?!=)|[-+*/@%&|^]=)")
+_SETATTR_STORE = re.compile(r"\bsetattr\s*\([^,()]+,\s*['\"](\w+)")
+
+
+def _differentiates_state(text: str) -> bool:
+    return any(word in text for word in _STATELESS_WORDS) and bool(_STATELESS.search(text))
+
+
+_STATELESS_WORDS = ("functional_call", "stateless", "make_functional", "stack_module_state",
+                    "combine_state_for_ensemble", "make_dual", "parametrize")  # one needed by `_STATELESS`
 
 
 def _stored_attributes(text: str | None) -> tuple[str, ...]:
     """The attribute names a module's text stores into through another object than `self`;
     ANY_ATTRIBUTE when unknown (no text, or `setattr` of a computed name)."""
-    if text is None or re.search(r"\bsetattr\s*\([^,()]+,\s*[^'\"\s]", text):
+    if text is None or "setattr" in text and re.search(r"\bsetattr\s*\([^,()]+,\s*[^'\"\s]", text):
         return (ANY_ATTRIBUTE,)
-    return tuple(sorted({a or b for a, b in _ATTRIBUTE_STORE.findall(text)}))
+    return tuple(sorted({*_ATTRIBUTE_STORE.findall(text), *(_SETATTR_STORE.findall(text) if "setattr" in text else ())}))
 
 
 def _literal_all(module: ast.Module) -> Optional[tuple[str, ...]]:
@@ -496,7 +505,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         return ModuleSummary(self.functions, self.classes, names, self._regions() + self._wrapped, self._backwards(),
                              self.properties, self.lambdas,
                              {name: tuple(refs) for name, refs in self._returns.items() if refs},
-                             self.model.text is None or bool(_STATELESS.search(self.model.text)),
+                             self.model.text is None or _differentiates_state(self.model.text),
                              _stored_attributes(self.model.text), tuple(module.star_imports),
                              _literal_all(self.model.module))
 
@@ -1489,8 +1498,10 @@ def _attribute_reads(lines: list[str], function: ast.AST) -> tuple[str, ...]:
     than its code loads. ANY_ATTRIBUTE where it may read any: `vars(x)`, `x.__dict__`, `getattr`
     of a computed name."""
     text = "\n".join(lines[function.lineno - 1:function.end_lineno or function.lineno])
-    found = {*_ATTRIBUTE_READ.findall(text), *_GETATTR.findall(text)}
-    if _ANY_READ.search(text):
+    found = set(_ATTRIBUTE_READ.findall(text))
+    if "getattr" in text:
+        found.update(_GETATTR.findall(text))
+    if ("vars" in text or "__" in text or "getattr" in text) and _ANY_READ.search(text):  # (the words it needs)
         found.add(ANY_ATTRIBUTE)
     return tuple(sorted(set(map(sys.intern, found))))  # kept once in each process
 
