@@ -7,7 +7,7 @@
   flag (data-dependent init, as ActNorm does), where the same scope calls the module eagerly before
   tracing or transforming it: the trace never takes that branch.
 
-`region_guard` reads the region's side; `skipped_by` the call's. Both are what the file says; linking
+`region_guards` reads the regions' side; `skipped_by` the call's. Both are what the file says; linking
 pairs them (`Reacher.skips`).
 """
 from __future__ import annotations
@@ -18,38 +18,34 @@ TRAINING, ONCE = "training", "once"
 _SETS_FLAG = frozenset({"fill_", "copy_", "add_", "data"})  # `self.initialized.fill_(1)`, `.data.fill_(...)`
 
 
-def region_guard(function: ast.AST, owner: ast.stmt) -> str:
-    """TRAINING or ONCE when the region's statement sits in a branch that only runs in training
-    mode, or only until its flag is set; else ""."""
-    found = _enclosing_ifs(function.body, owner, [])
-    for branch in reversed(found or []):
-        test = branch.test
-        if _reads_training(test):
-            return TRAINING
-        flag = _unset_flag(test)
-        if flag is not None and _sets(branch.body, flag):
-            return ONCE
-    return ""
+def region_guards(function: ast.AST) -> dict[int, str]:
+    """For each `with` statement of the function (by id), TRAINING or ONCE when it sits in a branch
+    that only runs in training mode, or only until its flag is set (the innermost such branch)."""
+    found: dict[int, str] = {}
 
-
-def _enclosing_ifs(body: list[ast.stmt], owner: ast.stmt, outer: list[ast.If]) -> list[ast.If] | None:
-    """The `if` statements whose body (not `else`) holds `owner`, outermost first; None if not here."""
-    for statement in body:
-        if statement is owner:
-            return outer
-        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            continue
-        for name in ("body", "orelse", "finalbody", "handlers"):
-            block = getattr(statement, name, None)
-            if not isinstance(block, list):
+    def walk(body: list[ast.stmt], guard: str) -> None:
+        for statement in body:
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue
-            inner = outer + [statement] if isinstance(statement, ast.If) and name == "body" else outer
-            blocks = [handler.body for handler in block] if name == "handlers" else [block]
-            for part in blocks:
-                found = _enclosing_ifs(part, owner, inner)
-                if found is not None:
-                    return found
-    return None
+            if isinstance(statement, (ast.With, ast.AsyncWith)) and guard:
+                found[id(statement)] = guard
+            for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+                block = getattr(statement, name, None)
+                if not isinstance(block, list):
+                    continue
+                inner = _guard_of(statement) or guard if isinstance(statement, ast.If) and name == "body" else guard
+                for part in [item.body for item in block] if name in ("handlers", "cases") else [block]:
+                    walk(part, inner)
+
+    walk(function.body, "")
+    return found
+
+
+def _guard_of(branch: ast.If) -> str:
+    if _reads_training(branch.test):
+        return TRAINING
+    flag = _unset_flag(branch.test)
+    return ONCE if flag is not None and _sets(branch.body, flag) else ""
 
 
 def _is_self_attribute(node: ast.expr, name: str | None = None) -> bool:
@@ -93,7 +89,7 @@ def _sets(body: list[ast.stmt], flag: str) -> bool:
     return False
 
 
-def skipped_by(call: ast.Call, scope: ast.AST) -> tuple[str, ...]:
+def skipped_by(call: ast.Call, events: "ScopeEvents") -> tuple[str, ...]:
     """The guards whose branch the module a transform or tracer call runs cannot take: TRAINING
     when it runs in eval mode, ONCE when the scope called it eagerly before."""
     if not call.args:
@@ -103,19 +99,52 @@ def skipped_by(call: ast.Call, scope: ast.AST) -> tuple[str, ...]:
         return (TRAINING,)
     if not isinstance(target, (ast.Name, ast.Attribute)):
         return ()
-    written = ast.dump(target)
+    start = (call.lineno, call.col_offset)
     eval_mode, called = False, False
-    for node in sorted(_before(scope, call), key=lambda n: (n.lineno, n.col_offset)):
-        if isinstance(node, ast.Assign) and any(ast.dump(t) == written for t in node.targets):
+    for _, kind, node in events.of.get(ast.dump(target), ()):
+        if (node.end_lineno, node.end_col_offset) > start:
+            break
+        if kind == "bound":
             eval_mode, called = _sets_eval(node.value), False  # bound again: what it was bound to
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                and ast.dump(node.func.value) == written and node.func.attr in ("eval", "train"):
+        elif kind == "mode":
             eval_mode = _sets_eval(node)
-        elif isinstance(node, ast.Call) and (ast.dump(node.func) == written or isinstance(node.func, ast.Attribute)
-                                             and node.func.attr == "forward"
-                                             and ast.dump(node.func.value) == written):
+        else:
             called = True
     return (TRAINING,) * eval_mode + (ONCE,) * called
+
+
+class ScopeEvents:
+    """What the scope's own code (not nested functions) does to each name or attribute, in order:
+    binds it, sets its mode (`m.eval()`, `m.train()`), calls it (`m(x)`, `m.forward(x)`). Made once
+    a scope, so that each transform or tracer call looks up only its own target's."""
+
+    def __init__(self, scope: ast.AST):
+        self.of: dict[str, list] = {}
+        body = getattr(scope, "body", [])
+        todo = list(body) if isinstance(body, list) else [body]  # a lambda's body is one expression
+        while todo:
+            node = todo.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                continue
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if isinstance(target, (ast.Name, ast.Attribute)):
+                        self._add(target, "bound", node)
+            elif isinstance(node, ast.Call):
+                func = node.func
+                if isinstance(func, ast.Attribute) and func.attr in ("eval", "train"):
+                    self._add(func.value, "mode", node)
+                elif isinstance(func, ast.Attribute) and func.attr == "forward":
+                    self._add(func.value, "called", node)
+                elif isinstance(func, (ast.Name, ast.Attribute)):
+                    self._add(func, "called", node)
+            todo.extend(ast.iter_child_nodes(node))
+        for events in self.of.values():
+            events.sort(key=lambda event: event[0])
+
+    def _add(self, key: ast.expr, kind: str, node: ast.AST) -> None:
+        if isinstance(key, (ast.Name, ast.Attribute)):
+            self.of.setdefault(ast.dump(key), []).append(((node.end_lineno, node.end_col_offset), kind, node))
 
 
 def _sets_eval(node: ast.expr) -> bool:
@@ -127,17 +156,3 @@ def _sets_eval(node: ast.expr) -> bool:
     given = [*node.args, *(k.value for k in node.keywords if k.arg == "mode")]
     return node.func.attr == "train" and len(given) == 1 and isinstance(given[0], ast.Constant) \
         and given[0].value is False
-
-
-def _before(scope: ast.AST, call: ast.Call):
-    """The assignments and calls of the scope's own code (not nested functions) that end before `call`."""
-    start = (call.lineno, call.col_offset)
-    body = getattr(scope, "body", [])
-    todo = list(body) if isinstance(body, list) else [body]  # a lambda's body is one expression
-    while todo:
-        node = todo.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            continue
-        if isinstance(node, (ast.Assign, ast.Call)) and (node.end_lineno, node.end_col_offset) <= start:
-            yield node
-        todo.extend(ast.iter_child_nodes(node))

@@ -485,6 +485,8 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         self._annotation_of: Optional[dict[int, ast.expr]] = None  # `name: T = ...`: the target's annotation
         self._wrapped: list[Region] = []  # the regions `torch.no_grad()(f)` runs `f` in, after the model's
         self._scope_uses: dict[ast.AST, trace_uses.ScopeUses] = {}  # for what tracers' results are made for
+        self._scope_events: dict[ast.AST, guards.ScopeEvents] = {}  # `guards.skipped_by`, once a scope
+        self._region_guards: dict[ast.AST, dict[int, str]] = {}  # `guards.region_guards`, once a function
 
     def run(self) -> ModuleSummary:
         self._visit_all(self.model.module.body)
@@ -1379,7 +1381,12 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         scope = self.scope
         while isinstance(scope.node, COMPREHENSION_NODES):
             scope = scope.parent
-        skips = guards.skipped_by(node, scope.node) if isinstance(node, ast.Call) else ()
+        skips = ()
+        if isinstance(node, ast.Call):
+            events = self._scope_events.get(scope.node)
+            if events is None:
+                events = self._scope_events[scope.node] = guards.ScopeEvents(scope.node)
+            skips = guards.skipped_by(node, events)
         self.functions[self.function].sources.append(Source(entry, modes, targets, span, text, receivers,
                                                             skips=skips))
 
@@ -1395,7 +1402,10 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             _add_flow(summary, self.model, region)
             summary.when = region.when
             if region.function is not None and isinstance(region.owner, ast.With):
-                summary.guard = guards.region_guard(region.function, region.owner)
+                found = self._region_guards.get(region.function)
+                if found is None:
+                    found = self._region_guards[region.function] = guards.region_guards(region.function)
+                summary.guard = found.get(id(region.owner), "")
         return regions
 
     def _graphless_returns(self) -> None:
