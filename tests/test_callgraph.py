@@ -163,6 +163,96 @@ CASES = {
          ("main", "main.logged.wrapper"), ("main.logged.wrapper", "main.wrapped"), ("main", "main.library")},
         {("main.register", "main.plain"), ("main.logged", "main.wrapped")},
     ),
+    "stacked decorators: each wrapper calls the next, the caller only the outermost": (
+        {"main.py": """
+            def outer(f):
+                def inner():
+                    return f()
+                return inner
+
+            def middle(f):
+                def inner():
+                    return f()
+                return inner
+
+            @outer
+            @middle
+            def work():
+                pass
+
+            def caller():
+                work()
+            """},
+        {("main.caller", "main.outer.inner"), ("main.outer.inner", "main.middle.inner"),
+         ("main.middle.inner", "main.work")},
+        {("main.caller", "main.work"), ("main.caller", "main.middle.inner"), ("main.outer.inner", "main.work")},
+    ),
+    "a key stored right after the literal replaces it; in a branch it adds": (
+        {"main.py": """
+            import random
+
+            def old():
+                pass
+
+            def new():
+                pass
+
+            def kept():
+                pass
+
+            table = {"a": old, "b": kept}
+            table["a"] = new
+            table["a"]()
+
+            nested = {"a": {"b": old}}
+            nested["a"]["b"] = new
+            nested["a"]["b"]()
+
+            updated = {"a": old}
+            updated.update({"a": new})
+            updated["a"]()
+
+            def branch():
+                maybe = {"a": kept}
+                if random.random() > 0.5:
+                    maybe["a"] = new
+                maybe["a"]()
+
+            def used_between():
+                early = {"a": kept}
+                early["a"]()
+                early["a"] = new
+            """},
+        {("main", "main.new"), ("main.branch", "main.kept"), ("main.branch", "main.new"),
+         ("main.used_between", "main.kept")},
+        {("main", "main.old"), ("main", "main.kept")},
+    ),
+    "methods of a parameter: on what the calls pass, tensors' methods not looked up": (
+        {"main.py": """
+            class Encoder:
+                def encode(self, x):
+                    pass
+                def mean(self):
+                    pass
+
+            class Net:
+                def __init__(self):
+                    self.encoder = Encoder()
+
+            def loss(model, x):
+                model.encode(x)
+                x.mean()
+
+            def deep(net, x):
+                net.encoder.encode(x)
+
+            def run(x):
+                loss(Encoder(), x)
+                deep(Net(), x)
+            """},
+        {("main.loss", "main.Encoder.encode"), ("main.deep", "main.Encoder.encode")},
+        {("main.loss", "main.Encoder.mean")},
+    ),
     "unpacked and chained assignments": (
         {"main.py": """
             def f1():

@@ -19,7 +19,8 @@ torch = pytest.importorskip("torch")
 from lint_nograd import cli  # noqa: E402
 
 PROJECTS = Path(__file__).parent / "fixtures" / "projects"
-FORMS = ("annotations", "builtin_calls", "grad_mode_call_form", "guards", "registries", "star_imports")
+FORMS = ("annotations", "builtin_calls", "grad_mode_call_form", "guards", "parameter_methods", "registries",
+         "star_imports")
 X = torch.tensor([1.0, 2.0, 4.0], dtype=torch.float64)
 
 

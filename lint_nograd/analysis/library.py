@@ -6,6 +6,8 @@ Nothing here imports torch; names are the qualified names `Scopes.qualified_name
 """
 from __future__ import annotations
 
+from lint_nograd.analysis import tensor_ops
+
 # Methods of a module that return the module itself: `Net().eval()` is still the `Net` instance.
 RETURNS_RECEIVER = frozenset({"eval", "train", "to", "cpu", "cuda", "float", "half", "double", "bfloat16",
                               "requires_grad_", "to_empty", "share_memory", "apply", "zero_grad"})
@@ -57,6 +59,25 @@ CALLS_ON_ELEMENTS = {
 REGISTERS_HOOK = frozenset({"register_forward_hook", "register_forward_pre_hook", "register_full_backward_hook",
                             "register_full_backward_pre_hook", "register_backward_hook"})
 HOOKS_ATTRIBUTE = "<hooks>"  # where a class keeps the hooks registered on `self`
+
+
+# Methods that torch's tensors and modules and Python's builtin types have: called on a parameter
+# (`x.mean()`, `names.append(n)`, `model.parameters()`), they are not taken for a method of the
+# project's classes the parameter may hold (which would make every such call an edge to look up).
+FOREIGN_METHODS = tensor_ops.LIGHT_NAMES | tensor_ops.KNOWN_NAMES | tensor_ops.PLAIN_METHODS | \
+    tensor_ops.IDENTITY_NAMES | RETURNS_RECEIVER | frozenset("""
+    append extend insert pop remove clear copy count index sort reverse keys values items get setdefault
+    update add discard union intersection difference issubset join format startswith endswith strip
+    lstrip rstrip lower upper replace splitlines partition rpartition read write close
+    readline readlines seek flush exists open mkdir glob
+    detach detach_ clone numpy backward register_hook retain_grad requires_grad_ zero_ fill_ copy_ add_
+    mul_ sub_ div_ clamp_ normal_ uniform_ new_zeros new_ones new_empty new_full new_tensor masked_fill_
+    index_add_ scatter_ scatter_add_ unfold long int bool
+    parameters named_parameters buffers named_buffers modules named_modules children named_children
+    state_dict load_state_dict register_buffer register_parameter register_module add_module
+    register_forward_hook register_forward_pre_hook register_full_backward_hook get_submodule
+    get_parameter get_buffer zero_grad param_groups
+""".split())
 
 
 def argument_of(table: dict[str, tuple[int, str]], names: frozenset[str]) -> tuple[int, str] | None:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import chain
 from pathlib import Path, PurePath
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from lint_nograd.analysis import entry_points, library
 from lint_nograd.analysis.entry_points import DROPS, FORWARD, REVERSE
@@ -37,11 +37,19 @@ from lint_nograd.project.summary import (
 
 Value = tuple  # ("F", module, function, bound) ("C", module, class) ("I", module, class) ("M", module)
 #               ("X", qualified name) ("XI", qualified class name) ("W", value) ("P", module, function, parameter)
-#               ("B", value): a container holding value; ("S", module, class): `super()` in a method of class
+#               ("B", value): a container holding value; ("S", module, class): `super()` in a method of class;
+#               ("K", value): a function a decorator's wrapper runs
 FunctionKey = tuple[str, str]  # (module, function)
 _MAX_DEPTH = 24
 _MAX_ROUNDS = 4  # a cycle of refs is resolved again at most so often, until it finds no more
 _NO_CYCLE = 1 << 30  # `Project._low` when no open ref was met
+
+
+class ParameterUse(NamedTuple):
+    """What a function does with a parameter (`Project.parameter`)."""
+
+    called: frozenset[str]  # the attribute paths it calls: "" for the parameter itself, "encode", ...
+    sourced: dict  # (path, mode) -> the first Reacher of the transforms it hands that path to
 
 
 @dataclass(frozen=True)
@@ -139,7 +147,8 @@ class Project:
         self._seeds: dict[tuple[str, Ref], tuple[Value, ...]] = {}  # an open ref -> what the round before found
         self._met: list[tuple[tuple[str, Ref], tuple[Value, ...]]] = []  # open refs met again, and what they were given
         self._runs: dict[Value, tuple[Value, ...]] = {}
-        self._parameters: dict[tuple[str, str, str], tuple[bool, dict[str, Reacher]]] = {}
+        self._parameters: dict[tuple[str, str, str], ParameterUse] = {}
+        self._whole_graph = False  # `call_graph`: a method of a parameter is looked up on what every call passes
         self._uses: dict[str, dict[tuple, list]] = {}  # module -> parameter -> how its functions use it
         self._passed: dict[tuple[str, str, str], tuple[Value, ...]] = {}  # what calls pass to a parameter
         self._passed_elements: dict[tuple, tuple[Value, ...]] = {}  # (parameter, key) -> the elements passed
@@ -423,9 +432,9 @@ class Project:
                     yield value
                     wrapper = self.function((value[1], value[2])) if value[0] == "F" else None
                     if given and wrapper and ("param", given[2], given[3]) in wrapper.calls:
-                        # a wrapper that calls what it was given (a closure: which one, a call site alone
-                        # tells): reach follows into the function too, as the wrapper's call would
-                        yield from self.resolve(module, ref[1], depth + 1)
+                        # a wrapper calling what it was given runs `f` (which one, a closure alone does not
+                        # tell): reach follows into `f`, the graph only through the wrapper's own call
+                        yield from (("K", kept) for kept in self.resolve(module, ref[1], depth + 1))
         if plain:
             yield from self.resolve(module, ref[1], depth + 1)
 
@@ -481,7 +490,22 @@ class Project:
             return (value[1],)
         if kind == "S":  # `super().forward`: the first class after this one, in its MRO, that has it
             return self._member_in(self.mro(value[1], value[2])[1:], name, True)
+        if kind == "P":  # `model.encode(x)` in `def loss(model, x)`: in the graph, on what every call passes
+            if not self._whole_graph:  # reach asks the call that passes it (`parameter`)
+                return ()
+            return tuple(dict.fromkeys(found for passed in self._passed_on(value, set())
+                                       for found in self.attribute(passed, name, depth + 1)))
         return ()
+
+    def _passed_on(self, value: Value, seen: set) -> Iterator[Value]:
+        """What the calls pass to a parameter, through parameters that pass it on."""
+        if value not in seen:
+            seen.add(value)
+            for passed in self.passed(value[1], value[2], value[3]):
+                if passed[0] == "P":
+                    yield from self._passed_on(passed, seen)
+                else:
+                    yield passed
 
     def _member(self, module: str, cls: str, name: str, bound: bool, seen: set) -> tuple[Value, ...]:
         """A method or attribute of a class, looked up in its MRO (across modules). On an instance, a
@@ -714,7 +738,7 @@ class Project:
                 if found:
                     yield from (v for f in found for v in self.runs(f))
                     return
-        elif kind == "W" or kind == "B":  # calling `nn.Sequential(...)` runs each module it holds
+        elif kind in ("W", "B", "K"):  # calling `nn.Sequential(...)` runs each module it holds
             yield from self.runs(value[1])
 
     def _values(self, module: str, refs: Iterable[Ref]) -> Iterator[Value]:
@@ -730,6 +754,16 @@ class Project:
             for value in self.resolve(module, ref):
                 found += self.runs(value)
         return found
+
+    def _functions_along(self, module: str, refs: Iterable[Ref], path: str) -> list[Value]:
+        """The functions that calling the attribute `path` of what the refs hold runs (`path` ""
+        for what they hold itself)."""
+        if not path:
+            return self._functions(module, refs)
+        values = [value for ref in refs for value in self.resolve(module, ref)]
+        for name in path.split("."):
+            values = [found for value in values for found in self.attribute(value, name)]
+        return [function for value in values for function in self.runs(value)]
 
     def _bind(self, callee: Value, site, found: list) -> None:
         """Add to `found` (callee, parameter, refs) for each parameter of `callee` that a call site
@@ -862,6 +896,8 @@ class Project:
         into loaded too."""
         graph: dict[FunctionKey, list[FunctionKey]] = {}
         self._following = True  # what attributes hold is looked for in every call that passes it
+        self._whole_graph = True
+        self._resolved.clear()
         try:
             while len(graph) < sum(len(self.summary(module).functions) for module in self.loaded()):
                 for module in sorted(self.loaded()):
@@ -869,7 +905,8 @@ class Project:
                         if (module, name) not in graph:
                             graph[(module, name)] = self.callees((module, name))
         finally:
-            self._following = False
+            self._following = self._whole_graph = False
+            self._resolved.clear()
         return graph
 
     def callees(self, key: FunctionKey) -> list[FunctionKey]:
@@ -899,32 +936,35 @@ class Project:
                     yield from self.runs(found)
         elif kind == "W" or kind == "B":
             yield from self._called(value[1], seen)
-        else:
+        elif kind != "K":  # what a wrapper runs is its callee's edge, not its caller's
             yield from self.runs(value)
 
-    def parameter(self, key: tuple[str, str, str]) -> tuple[bool, dict[str, Reacher]]:
-        """Whether a function calls its parameter, and the first reacher per mode of the transforms
-        it hands it to, directly or through other helpers (found when first asked)."""
+    def parameter(self, key: tuple[str, str, str]) -> ParameterUse:
+        """What a function does with its parameter, directly or through other helpers (found when
+        first asked): the attribute paths it calls ("" for the parameter itself, "encode" for
+        `model.encode(x)`), and the first reacher of each (path, mode) of the transforms it hands
+        them to."""
         if key in self._parameters:
             return self._parameters[key]
-        self._parameters[key] = (False, {})  # a helper that passes it back to itself: what is known so far
-        called, sourced = False, {}
+        self._parameters[key] = ParameterUse(frozenset(), {})  # passed back to itself: what is known so far
+        called: set[str] = set()
+        sourced: dict[tuple[str, str], Reacher] = {}
         for use in self._uses_of(key[0]).get(key, ()):
-            if use == "called":
-                called = True
-            elif isinstance(use, tuple):  # (mode, reacher)
-                if _rather(sourced.get(use[0]), use[1]):
-                    sourced[use[0]] = use[1]
+            if isinstance(use, str):  # the path called
+                called.add(use)
+            elif isinstance(use, tuple):  # (mode, reacher, path)
+                if _rather(sourced.get((use[2], use[0])), use[1]):
+                    sourced[(use[2], use[0])] = use[1]
             elif called or self._may_transform(key[0], use) or self._permissive == 2:  # passed to a helper
                 for callee, name, refs in self._helpers(key[0], use):
                     if _passes(key, refs):
-                        more_called, more_sourced = self.parameter((callee[1], callee[2], name))
-                        called = called or more_called
-                        for mode, reacher in more_sourced.items():
-                            if _rather(sourced.get(mode), reacher):
-                                sourced[mode] = reacher
-        self._parameters[key] = (called, sourced)
-        return called, sourced
+                        more = self.parameter((callee[1], callee[2], name))
+                        called |= more.called
+                        for path_mode, reacher in more.sourced.items():
+                            if _rather(sourced.get(path_mode), reacher):
+                                sourced[path_mode] = reacher
+        found = self._parameters[key] = ParameterUse(frozenset(called), sourced)
+        return found
 
     def transformed_parameters(self) -> list[tuple[str, str, str]]:
         """The parameters that the functions of the loaded modules hand to a transform or tracer,
@@ -945,7 +985,7 @@ class Project:
             if name not in seen:
                 seen.add(name)
                 for key in passing.get(name, ()):
-                    if key not in found and self.parameter(key)[1]:
+                    if key not in found and self.parameter(key).sourced:
                         found.add(key)
                         names.append(called_as(key[1]))
         return [key for key in uses_of if key in found]
@@ -962,13 +1002,13 @@ class Project:
             summary = self.summary(module)
             for function in summary.functions.values() if summary else ():
                 for ref in function.calls:
-                    if ref[0] in _PASSED and (parameter := _parameter(module, ref)) is not None:
-                        uses[parameter].append("called")
+                    if (called := _parameter_path(module, ref)) is not None:
+                        uses[called[0]].append(called[1])
                 for source in function.sources:
                     for ref in source.targets:
                         parameter = _parameter(module, ref)
                         if parameter is not None:
-                            uses[parameter] += [(mode, _reacher(mode, module, source)) for mode in source.modes]
+                            uses[parameter] += [(mode, _reacher(mode, module, source), "") for mode in source.modes]
                 for site in function.call_sites:
                     passed = {}  # each parameter the site passes, once
                     for refs in _arguments(site):
@@ -980,8 +1020,8 @@ class Project:
             for name, function in summary.functions.items() if summary else ():
                 for source in function.sources:  # `jvp(lambda z: model(z), ...)` runs the parameter `model`
                     reachers = [(mode, _reacher(mode, module, source)) for mode in source.modes]
-                    for parameter in _closure_parameters(summary, module, name, source.targets):
-                        uses[parameter] += reachers
+                    for parameter, path in _closure_parameters(summary, module, name, source.targets):
+                        uses[parameter] += [(mode, reacher, path) for mode, reacher in reachers]
             self._uses[module] = uses
         return self._uses[module]
 
@@ -1002,10 +1042,9 @@ class Project:
         """`hvp(energy, x, v)` with `def hvp(f, x, v): return jvp(grad(f), ...)` reaches `energy`
         (for a call that may transform and passes a lead)."""
         for callee, name, refs in self._helpers(module, site):
-            sourced = self.parameter((callee[1], callee[2], name))[1]
-            for mode, inner in sourced.items():
+            for (path, mode), inner in self.parameter((callee[1], callee[2], name)).sourced.items():
                 reacher = replace(inner, via=(module, site.span, site.text))
-                for function in self._functions(module, refs):
+                for function in self._functions_along(module, refs, path):
                     self._reach(function, mode, reacher)
 
     def _propagate(self) -> None:
@@ -1033,13 +1072,14 @@ class Project:
                 outer = self._permissive
                 self._permissive = 2  # following a chain: any module may be loaded
                 try:
-                    helpers = [(callee, refs) for callee, parameter, refs in self._helpers(module, site)
-                               if any(self.parameter((callee[1], callee[2], parameter)))]
+                    helpers = [(use, refs) for callee, parameter, refs in self._helpers(module, site)
+                               if (use := self.parameter((callee[1], callee[2], parameter))).called or use.sourced]
                 finally:
                     self._permissive = outer
-                for callee, refs in helpers:
-                    for passed in self._functions(module, refs):
-                        self._reach(passed, mode, onward)
+                for use, refs in helpers:
+                    for path in use.called | {path for path, _ in use.sourced}:
+                        for passed in self._functions_along(module, refs, path):
+                            self._reach(passed, mode, onward)
 
     # -- grad mode carried across calls ----------------------------------------------------------------
 
@@ -1362,12 +1402,13 @@ def _arguments(site) -> Iterable[tuple[Ref, ...]]:
 
 
 def _closure_parameters(summary: ModuleSummary, module: str, owner: str,
-                        targets: Iterable[Ref]) -> set[tuple[str, str, str]]:
+                        targets: Iterable[Ref]) -> set[tuple[tuple[str, str, str], str]]:
     """The parameters that running `targets` (applied to a transform in the function `owner`) calls
-    through the module's own code: `model` for `lambda z, t: model(z, t)` in `def loss(model, z, t)`;
+    through the module's own code, with the attribute path called: `model` for `lambda z, t:
+    model(z, t)` in `def loss(model, z, t)`, (`model`, "encode") for `lambda z: model.encode(z)`;
     `net` for `lambda z: self.net(z)` when `__init__(self, net)` sets `self.net = net`; `self` for
     `jacfwd(self)` or `lambda z: self(z)` in a method. A parameter applied directly is not repeated."""
-    found: set[tuple[str, str, str]] = set()
+    found: set[tuple[tuple[str, str, str], str]] = set()
     seen: set[Ref] = set()
     owner_self = _self_parameter(summary, module, owner)
     stack = [ref for ref in targets if _parameter(module, ref) is None]
@@ -1379,14 +1420,14 @@ def _closure_parameters(summary: ModuleSummary, module: str, owner: str,
         while ref[0] == "wrap":
             ref = ref[1]
         kind = ref[0]
-        if kind == "param":
-            found.add((module, ref[1], ref[2]))
+        if kind == "param" or kind == "attr" and (called := _parameter_path(module, ref)) is not None:
+            found.add(((module, ref[1], ref[2]), "") if kind == "param" else called)
         elif kind == "fn" and ref[1] in summary.functions:
             function = summary.functions[ref[1]]
             stack += function.calls
             stack += [target for source in function.sources for target in source.targets]
         elif kind == "inst" and ref[1][0] == "cls" and owner_self and owner_self[0] == ref[1][1]:
-            found.add(owner_self[1])  # `self` of the method applying the transform
+            found.add((owner_self[1], ""))  # `self` of the method applying the transform
         elif kind == "attr" and ref[1][0] == "inst" and ref[1][1][0] == "cls":
             cls = summary.classes.get(ref[1][1][1])
             if cls is not None and ref[2] in cls.methods:
@@ -1428,6 +1469,19 @@ def _parameter(module: str, ref: Ref) -> Optional[tuple[str, str, str]]:
     while ref[0] == "wrap":
         ref = ref[1]
     return (module, ref[1], ref[2]) if ref[0] == "param" else None
+
+
+def _parameter_path(module: str, ref: Ref) -> Optional[tuple[tuple[str, str, str], str]]:
+    """The parameter a called ref stands for and the attribute path called on it: (`f`, "") for
+    `f()` or `vmap(f)()`, (`model`, "encoder.embed") for `model.encoder.embed(x)`."""
+    names = []
+    while ref[0] == "attr":
+        names.append(ref[2])
+        ref = ref[1]
+    if names and ref[0] != "param" or ref[0] not in _PASSED:
+        return None
+    parameter = _parameter(module, ref)
+    return None if parameter is None else (parameter, ".".join(reversed(names)))
 
 
 def _passes(key: tuple[str, str, str], refs: tuple[Ref, ...]) -> bool:

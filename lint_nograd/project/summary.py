@@ -480,6 +480,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         self.lambdas: dict[str, str] = {}
         self._returns: dict[str, dict[Ref, None]] = {}
         self._added: dict[Binding, list[Ref]] = {}  # what `append`, `extend`, ... put in a container name
+        self._overwritten: dict[Binding, set[tuple]] = {}  # the keys a store replaces in a dict literal
         self.grad: GradState = MODULE_STATE  # the grad mode here, as far as this file tells
         self._guarded: dict[tuple[str, bool], dict[Ref, None]] = {}  # (function, shielded) -> refs
         self._annotation_of: Optional[dict[int, ast.expr]] = None  # `name: T = ...`: the target's annotation
@@ -629,7 +630,11 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         if binding.iterated is not None:  # `for block in self.blocks`
             return tuple([("item", ref) for ref in self.refs(binding.iterated, binding.scope, depth + 1)])
         if binding.value is not None:
-            return self.refs(binding.value, binding.scope, depth + 1) + added
+            refs = self.refs(binding.value, binding.scope, depth + 1)
+            paths = self._overwritten.get(binding)
+            if paths:
+                refs = tuple([ref for ref in refs if not any(_under(ref, path) for path in paths)])
+            return refs + added
         return added
 
     def _annotated(self, binding: Binding, depth: int) -> tuple[Ref, ...]:
@@ -817,6 +822,8 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             self._add_to(func.value, self.refs(args[0]))
             return
         elif func.attr == "update" and len(args) == 1:
+            if isinstance(args[0], ast.Dict):
+                self._overwrite(func.value, [(_key(key),) for key in args[0].keys], call)
             self._add_to(func.value, self._mapping(args[0], self.scope, 0))
             return
         else:
@@ -865,6 +872,27 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
                 and self.refs(container.value) == (("inst", ("cls", self.method_class)),):
             known = self.classes[self.method_class].attributes.get(container.attr, ())
             self.classes[self.method_class].attributes[container.attr] = tuple(dict.fromkeys(known + refs))
+
+    def _overwrite(self, container: ast.expr, paths: list[tuple], store: ast.AST) -> None:
+        """`d["a"] = f` (or `d.update({"a": f})`) after `d = {"a": g}` in the same block, with no use of
+        `d` between: `d["a"]` no longer holds `g` (a strong update, the one flow-sensitive step taken:
+        anything else between, a branch or a loop, keeps both)."""
+        if not isinstance(container, ast.Name) or not paths or any(None in path or not path for path in paths):
+            return
+        binding = self.scopes.only_binding(container, self.scope)
+        if binding is None or binding.scope is not self.scope or not isinstance(binding.value, ast.Dict):
+            return
+        body = getattr(self.scope.node, "body", [])
+        made = next((at for at, statement in enumerate(body) if isinstance(statement, ast.Assign)
+                     and statement.value is binding.value and len(statement.targets) == 1), None)
+        stored = next((at for at, statement in enumerate(body)
+                       if statement is store or isinstance(statement, ast.Expr) and statement.value is store), None)
+        if made is None or stored is None or stored <= made or any(
+                isinstance(node, ast.Name) and node.id == container.id
+                for statement in body[made + 1:stored] for node in ast.walk(statement)):
+            return
+        self._overwritten.setdefault(binding, set()).update(paths)
+        self._of_binding.clear()
 
     # -- definitions --------------------------------------------------------------------------------
 
@@ -1027,11 +1055,14 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         self.generic_visit(node)
         for target in node.targets:  # `self.heads["a"] = Head()`, `layers[0] = Block()`
             refs = self.refs(node.value) if isinstance(target, ast.Subscript) else ()
+            path: tuple = ()
             while isinstance(target, ast.Subscript):  # `d["a"]["b"] = f`: `d` holds, under "a", what holds `f`
                 key = _key(target.slice)
                 refs = tuple([("box", ref) if key is None else ("box", ref, key) for ref in refs])
+                path = (key, *path)
                 target = target.value
             if refs:
+                self._overwrite(target, [path], node)
                 self._add_to(target, refs)
         if self.method_class is not None:  # `self.block = Block()`
             for target in node.targets:
@@ -1523,6 +1554,15 @@ def _key(node: ast.expr | None):
     return None
 
 
+def _under(ref: Ref, path: tuple) -> bool:
+    """Whether `ref` is an element under the keys of `path` (outermost first) of a container."""
+    for key in path:
+        if ref[0] != "box" or len(ref) < 3 or ref[2] != key:
+            return False
+        ref = ref[1]
+    return True
+
+
 def _kept(ref: Ref) -> Ref:
     """A parameter stored into a module's container (`MODELS[name] = cls`) as ("kept", parameter):
     what every call passes to it stays there after the call."""
@@ -1541,10 +1581,17 @@ def _root(ref: Ref) -> Ref:
 
 
 def _may_run_a_function(ref: Ref) -> bool:
-    """Whether calling `ref` may run one of the project's functions: `x.mean()` on a parameter does
-    not (what a parameter is, is not followed), calling the parameter itself may."""
+    """Whether calling `ref` may run one of the project's functions: calling a parameter may, and a
+    method of one (`model.encode(x)`, `net.encoder.block(x)`) unless torch or Python name it for
+    their own values (`x.mean()`, `names.append(n)`: library.FOREIGN_METHODS)."""
     if ref[0] == "param" or ref[0] == "item" and ref[1][0] == "param":  # `f()`, `handlers[name]()`
         return True
+    if ref[0] == "attr" and ref[2] not in library.FOREIGN_METHODS:
+        base = ref[1]
+        while base[0] == "attr":
+            base = base[1]
+        if base[0] == "param":
+            return True
     while ref[0] in ("attr", "call", "inst", "box", "item", "super", "slice"):
         ref = ref[1]
     return ref[0] != "param"
