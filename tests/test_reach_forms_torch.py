@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch")
 from lint_nograd import cli  # noqa: E402
 
 PROJECTS = Path(__file__).parent / "fixtures" / "projects"
-FORMS = ("annotations", "builtin_calls", "grad_mode_call_form", "guards", "parameter_methods", "registries",
+FORMS = ("annotations", "builtin_calls", "generators", "grad_mode_call_form", "guards", "parameter_methods", "registries",
          "star_imports")
 X = torch.tensor([1.0, 2.0, 4.0], dtype=torch.float64)
 

@@ -34,6 +34,9 @@ class GradModeChange:
     owner: ast.AST  # the `with` statement, the decorated function, or the call's statement
     function: Optional[ast.AST]  # the function whose body it covers (None at module level)
     when: str = ""  # a region entered only on a condition: "`self.frozen` is True" (`set_grad_enabled(flag)`, ...)
+    # `for x in batches():` where `batches` yields inside a region: the loop's body runs in it too (the
+    # generator is suspended inside the `with`); `expr` is the call, `owner` the loop, this the region
+    leaked_from: Optional["GradModeChange"] = None
 
     @property
     def disables_grad(self) -> bool:
@@ -50,7 +53,26 @@ class GradModeChange:
     def is_decorator(self) -> bool:
         return self.owner is self.function and isinstance(self.owner, (ast.FunctionDef, ast.AsyncFunctionDef))
 
+    @property
+    def at(self) -> str:
+        """Where the region is, for messages: `line 12`; for a loop over a generator suspended in one,
+        the loop's line and the generator's region."""
+        if self.leaked_from is not None:
+            return f"line {self.expr.lineno}, held by `{_last_name(self.expr.func)}`"
+        return f"line {self.expr.lineno}"
+
+    def related(self) -> tuple[tuple[str, ast.AST], ...]:
+        """The places a finding under the region points to: the region; for a loop over a generator
+        suspended in one, the loop's call and the generator's region."""
+        if self.leaked_from is not None:
+            name = _last_name(self.expr.func)
+            return ((f"`{name}` yields inside its `{self.describe()}` region, still entered while the loop runs",
+                     self.expr), (f"the `{self.describe()}` region of `{name}`", self.leaked_from.expr))
+        return ((f"the `{self.describe()}` region", self.expr),)
+
     def describe(self) -> str:
+        if self.leaked_from is not None:
+            return self.leaked_from.describe()
         if self.api == "set_grad_enabled":
             return "set_grad_enabled(False)"
         return self.api
@@ -254,6 +276,7 @@ class SemanticModel:
         self._frames_with_regions: dict[ast.AST, None] = {}  # an ordered set
         self._taken_names: dict[str, int] = {}
         self._candidates: list[tuple[ast.expr, Scope, ast.AST, Optional[ast.AST], ast.AST]] = []
+        self._loops: list[tuple[ast.For | ast.AsyncFor, Scope, Optional[ast.AST], ast.AST]] = []  # over a call
         self._aliases: list[tuple[str, str]] = []  # (alias, the name it stands for)
         # `loss`, `Net.forward`, `outer.<locals>.inner` (Python's __qualname__; `f#2` for a second `f`)
         self.qualified_name: dict[ast.AST, str] = {}
@@ -261,13 +284,16 @@ class SemanticModel:
         self.backwards_through_calls: list[BackwardThroughCall] = []
         self._find_candidates(module.body, self.scopes.module, module, "")
         self._classify_candidates()
+        if self._loops:
+            self._classify_loops()
         for frame_node in {**self._frames_with_regions, **self._frames_with_backward()}:
             _FrameWalker(self, frame_node).walk()
 
     @property
     def regions(self) -> list[GradModeChange]:
         """The regions that disable grad, and those that do when a flag says so."""
-        return [change for change in self.grad_mode_changes if change.disables_grad or change.when]
+        return [change for change in self.grad_mode_changes
+                if (change.disables_grad or change.when) and change.leaked_from is None]
 
     # -- what an expression refers to ---------------------------------------------------------
 
@@ -380,6 +406,8 @@ class SemanticModel:
             if kind is ast.With or kind is ast.AsyncWith:
                 self._candidates += [(item.context_expr, scope, node, function, frame_node)
                                      for item in node.items]
+            elif (kind is ast.For or kind is ast.AsyncFor) and type(node.iter) is ast.Call:
+                self._loops.append((node, scope, function, frame_node))
             for block in _blocks(node):
                 if block:
                     self._find_candidates(block, scope, frame_node, prefix)
@@ -431,6 +459,39 @@ class SemanticModel:
             change = self.grad_mode_change(expr, scope, owner, function)
             if change and change.disables_grad:
                 self._frames_with_regions[frame_node] = None
+
+    def _classify_loops(self) -> None:
+        """`for x in batches(...)` (or `enumerate(batches(...))`) where `batches`, a function of this
+        file, yields inside a grad-disabling `with`: the loop's body runs in that region."""
+        leaking = {}
+        for change in self.grad_mode_changes:
+            if (change.disables_grad or change.when) and type(change.owner) in (ast.With, ast.AsyncWith) \
+                    and change.function is not None and _yields_in(change.owner.body):
+                leaking.setdefault(change.function, change)
+        if not leaking:
+            return
+        for loop, scope, function, frame_node in self._loops:
+            for call in _iterated_calls(loop.iter):
+                region = leaking.get(self._local_function(call.func, scope))
+                if region is not None:
+                    change = GradModeChange(region.api, region.enabled, call, loop, function, region.when, region)
+                    self.grad_mode_changes.append(change)
+                    self._change_of[loop] = change
+                    self._frames_with_regions[frame_node] = None
+                    break
+
+    def _local_function(self, func: ast.expr, scope: Scope) -> Optional[ast.AST]:
+        """The `def` of this file a callee names: `batches`, or `self.batches` in a method."""
+        if type(func) is ast.Name:
+            binding = self.scopes.only_binding(func, scope)
+            return binding.node if binding is not None and type(binding.node) in FUNCTION_NODES else None
+        if type(func) is ast.Attribute and type(func.value) is ast.Name and func.value.id == "self":
+            while scope.parent is not None and not scope.parent.is_class:
+                scope = scope.parent
+            if scope.parent is not None:
+                return next((node for node in scope.parent.node.body
+                             if type(node) in (ast.FunctionDef, ast.AsyncFunctionDef) and node.name == func.attr), None)
+        return None
 
     # -- calls -------------------------------------------------------------------------------------
 
@@ -595,7 +656,12 @@ class _FrameWalker(TableVisitor):
 
     def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
         self._visit_all([node.iter, node.target])
+        change = self.model.change_at(node)  # a generator suspended in a region runs the body in it
+        if change:
+            self._frame.push(change)
         self._branch(node.body)
+        if change:
+            self._frame.pop()  # exhausted (or closed by `break`): the generator has left its region
         self._branch(node.orelse)
 
     visit_AsyncFor = visit_For
@@ -762,6 +828,26 @@ _COMPOUND = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.
                        *([ast.Match] if hasattr(ast, "Match") else [])})
 _EXIT_STACKS = frozenset({"ExitStack", "AsyncExitStack"})
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # what Python's tokenizer counts as a new line
+
+
+def _yields_in(statements: list[ast.stmt]) -> bool:
+    """Whether the statements yield, outside the functions and classes they define."""
+    stack = list(statements)
+    while stack:
+        node = stack.pop()
+        if type(node) in (ast.Yield, ast.YieldFrom):
+            return True
+        if type(node) not in (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef):
+            stack.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def _iterated_calls(iterable: ast.Call) -> list[ast.Call]:
+    """The calls whose results a loop takes elements from: `batches()`, and the calls `enumerate`
+    and `zip` are given."""
+    if type(iterable.func) is ast.Name and iterable.func.id in ("enumerate", "zip"):
+        return [arg for arg in iterable.args if type(arg) is ast.Call]
+    return [iterable]
 
 
 def inside_comprehension(node) -> list:

@@ -27,5 +27,5 @@ def message(name: str, api: str, where: str) -> str:
 def check(model: SemanticModel, codes: frozenset[str], release: Behaviour, torch_version: str) -> Iterator[Finding]:
     for backward in model.graphless_backwards:
         region = backward.region
-        yield Finding("NG003", backward.call, message(backward.name, region.describe(), f"line {region.expr.lineno}"),
-                      help=HELP, related=((f"the `{region.describe()}` region", region.expr),))
+        yield Finding("NG003", backward.call, message(backward.name, region.describe(), region.at),
+                      help=HELP, related=region.related())

@@ -68,23 +68,24 @@ def check(model: SemanticModel, codes: frozenset[str], release: Behaviour, torch
             history = until(torch_version, lambda row: row.outer_no_grad.get(application.transform))
         else:
             continue
-        api, line = f"`{region.describe()}`", f"(line {region.expr.lineno})"
-        whats = (_what(application), f"`{application.transform}(...)`")
+        api = f"`{region.describe()}`"
+        ways = [(what, line) for line in dict.fromkeys((f"({region.at})", f"(line {region.expr.lineno})"))
+                for what in (_what(application), f"`{application.transform}(...)`")]
         if outcome in _WRONG:
             message = fit(*(f"{what} {_WRONG[outcome]} on torch {torch_version}: it runs under {api} {line}"
-                            for what in whats))
+                            for what, line in ways))
         elif code == "NG001":
             message = fit(*(f"{what} differentiates as if the {api} region {line} were not there; "
-                            f"its result joins no graph" for what in whats),
+                            f"its result joins no graph" for what, line in ways),
                           *(f"{what} differentiates as if the {api} region {line} were not there"
-                            for what in whats))
+                            for what, line in ways))
         elif history:
             message = fit(*(f"{what} under {api} {line}: correct on torch {torch_version}, "
-                            f"{history[0]} before {history[1]}" for what in whats))
+                            f"{history[0]} before {history[1]}" for what, line in ways))
         else:
-            message = fit(*(f"{what} under {api} {line}: correct on torch {torch_version}" for what in whats))
+            message = fit(*(f"{what} under {api} {line}: correct on torch {torch_version}" for what, line in ways))
         yield Finding(code, application.reported_node, message, "error" if outcome in _WRONG else "note",
-                      help, ((f"the `{region.describe()}` region", region.expr),))
+                      help, region.related())
 
 
 def _what(application: TransformApplication) -> str:

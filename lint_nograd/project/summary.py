@@ -996,8 +996,17 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
                     calls[ref] = None
 
     def visit_For(self, node: ast.For) -> None:
-        """A loop over an object of the project calls its `__iter__`, then `__next__` on what that returns."""
-        self.generic_visit(node)
+        """A loop over an object of the project calls its `__iter__`, then `__next__` on what that returns.
+        A loop over a generator of this file that yields inside a region runs its body in that region."""
+        change = self.model.change_at(node)
+        if change is None:
+            self.generic_visit(node)
+        else:
+            self._visit_all((node.target, node.iter))
+            outer, self.grad = self.grad, self.grad.after(change)
+            self._visit_all(node.body)
+            self.grad = outer
+            self._visit_all(node.orelse)
         calls = self._calls[self.function]
         for ref in self.refs(node.iter):
             if ref[0] in ("call", "inst", "attr") and _may_run_a_function(ref) or ref[0] == "param":
