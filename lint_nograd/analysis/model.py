@@ -466,7 +466,7 @@ class SemanticModel:
         leaking = {}
         for change in self.grad_mode_changes:
             if (change.disables_grad or change.when) and type(change.owner) in (ast.With, ast.AsyncWith) \
-                    and change.function is not None and _yields_in(change.owner.body):
+                    and change.function is not None and yields_in(change.owner.body):
                 leaking.setdefault(change.function, change)
         if not leaking:
             return
@@ -754,6 +754,10 @@ class _FrameWalker(TableVisitor):
             return
         for output in outputs:
             name = output is not None and self._graphless_root(output)
+            callee = not name and output is not None and _called_root(output)
+            if callee:  # `evaluate(b).backward()`: whether `evaluate` returns a graph, linking tells
+                self.model.backwards_through_calls.append(BackwardThroughCall(call, "", call, callee, self._scope))
+                return
             if name:
                 value = self._frame.graphless[name]
                 if value.region is not None:
@@ -830,7 +834,22 @@ _EXIT_STACKS = frozenset({"ExitStack", "AsyncExitStack"})
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # what Python's tokenizer counts as a new line
 
 
-def _yields_in(statements: list[ast.stmt]) -> bool:
+def _called_root(expr: ast.expr) -> ast.expr | None:
+    """`evaluate` for `evaluate(b)`, `evaluate(b).mean()` or `evaluate(b)[0]`: the callee whose result
+    the expression reduces."""
+    while True:
+        if type(expr) is ast.Subscript:
+            expr = expr.value
+        elif type(expr) is ast.Call and type(expr.func) is ast.Attribute and type(expr.func.value) is ast.Call \
+                and all(type(arg) is ast.Constant for arg in expr.args) and not expr.keywords:
+            expr = expr.func.value
+        elif type(expr) is ast.Call and type(expr.func) in (ast.Name, ast.Attribute):
+            return expr.func
+        else:
+            return None
+
+
+def yields_in(statements: list[ast.stmt]) -> bool:
     """Whether the statements yield, outside the functions and classes they define."""
     stack = list(statements)
     while stack:

@@ -13,6 +13,9 @@ __all__ = ["HELP", "message", "related_message"]
 def message(site: BackwardSite, function: Function) -> str:
     """`val` has no graph to backward through: `evaluate(...)` computes it under `no_grad`"""
     name, callee = shorten(site.name), shorten(site.callee_text)
+    if not name:  # `evaluate(b).backward()`
+        return fit(f"`{callee}(...)` returns no graph to backward through: it computes its result under "
+                   f"`{function.returns_api}`", f"`{callee}(...)` returns no graph to backward through")
     return fit(f"`{name}` has no graph to backward through: `{callee}(...)` computes it under `{function.returns_api}`",
                f"`{name}` has no graph to backward through: `{callee}(...)` computes it in a region",
                f"`{name}` has no graph: `{callee}(...)` computes it in a region")

@@ -1185,13 +1185,33 @@ class Project:
                             found[reporter].append((module, region, reach))
 
     def graphless_callee(self, module: str, site: BackwardSite) -> Optional[tuple[str, Function]]:
-        """The function, returning values it computes in a region, that a backward site's value comes from."""
+        """The function, returning values it computes in a region, that a backward site's value comes
+        from: directly, or through functions each return of which hands back what such a call returns."""
         for value in self._values(module, site.callees):  # lazily: the first found is the answer
             for callee in self.runs(value):
-                function = self.function((callee[1], callee[2]))
-                if function is not None and function.returns_region is not None:
-                    return callee[1], function
+                found = self._graphless((callee[1], callee[2]), set())
+                if found is not None:
+                    return found
         return None
+
+    def _graphless(self, key: FunctionKey, seen: set) -> Optional[tuple[str, Function]]:
+        """(module, the function whose region computes it) when nothing `key` returns has a graph."""
+        function = self.function(key)
+        if function is None or key in seen or len(seen) > _MAX_DEPTH or \
+                function.returns_region is None and not function.returns_through:
+            return None
+        seen.add(key)
+        found = (key[0], function) if function.returns_region is not None else None
+        for ref in function.returns_through:  # each callee a return hands on must have no graph either
+            callees = [callee for value in self.resolve(key[0], ref) for callee in self.runs(value)]
+            if not callees:
+                return None
+            for callee in callees:
+                inner = self._graphless((callee[1], callee[2]), seen)
+                if inner is None:
+                    return None
+                found = found or inner
+        return found
 
     # -- the flow rule: what the whole project says of whether a region can change a result ----------
     # Read once, after linking, from the modules linking loaded (later loads change no answer).

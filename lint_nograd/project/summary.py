@@ -36,6 +36,7 @@ from lint_nograd.analysis.model import (
     SemanticModel,
     TableVisitor,
     inside_comprehension,
+    yields_in,
 )
 from lint_nograd.analysis.region_values import region_cuts_its_values
 from lint_nograd.analysis.scopes import COMPREHENSION_NODES, Binding, Scope
@@ -131,6 +132,9 @@ class Function:
     guarded: tuple[Ref, ...] = ()  # what it calls where it turns grad mode back on: a caller's no_grad stops there
     shielded: tuple[Ref, ...] = ()  # what it calls under `inference_mode(False)`: a caller's mode stops there
     sets_grad_mode: bool = False  # `torch.set_grad_enabled(...)` as a statement: the caller's mode is not followed in
+    # each return not computed in a region hands back what a call returns (`return evaluate(b)`, `y = f(b);
+    # return y`): what those callees are; the function has no graph to give if each of them has none
+    returns_through: tuple[Ref, ...] = ()
 
 
 @dataclass(slots=True)
@@ -217,7 +221,7 @@ class ModuleSummary:
                                  "reads": f.reads, "region_calls": [region_call(c) for c in f.region_calls],
                                  "applied": [applied(a) for a in f.applied], "guarded": f.guarded,
                                  "shielded": f.shielded,
-                                 "sets_grad_mode": f.sets_grad_mode}
+                                 "sets_grad_mode": f.sets_grad_mode, "returns_through": f.returns_through}
                           for name, f in self.functions.items()},
             "classes": {name: {"bases": c.bases, "methods": c.methods, "attributes": c.attributes}
                         for name, c in self.classes.items()},
@@ -275,7 +279,8 @@ class ModuleSummary:
                                     tuple(map(sys.intern, f.get("reads", ()))),
                                     [region_call(c) for c in f.get("region_calls", ())],
                                     [applied(a) for a in f.get("applied", ())], refs(f.get("guarded", ())),
-                                    refs(f.get("shielded", ())), bool(f.get("sets_grad_mode", False)))
+                                    refs(f.get("shielded", ())), bool(f.get("sets_grad_mode", False)),
+                                    refs(f.get("returns_through", ())))
                      for name, f in data["functions"].items()}
         classes = {name: Class(tuple(refs(b) for b in c["bases"]), dict(c["methods"]),
                                {k: refs(v) for k, v in c["attributes"].items()})
@@ -481,6 +486,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         self._returns: dict[str, dict[Ref, None]] = {}
         self._added: dict[Binding, list[Ref]] = {}  # what `append`, `extend`, ... put in a container name
         self._overwritten: dict[Binding, set[tuple]] = {}  # the keys a store replaces in a dict literal
+        self._returned_calls: dict[str, list[tuple[Ref, ...]]] = {}  # per function, each return's callees
         self.grad: GradState = MODULE_STATE  # the grad mode here, as far as this file tells
         self._guarded: dict[tuple[str, bool], dict[Ref, None]] = {}  # (function, shielded) -> refs
         self._annotation_of: Optional[dict[int, ast.expr]] = None  # `name: T = ...`: the target's annotation
@@ -979,6 +985,27 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         self.generic_visit(node)
         if node.value is not None:
             self._returned(self.function, self.refs(node.value))
+        if self.function != MODULE_BODY:
+            self._returned_calls.setdefault(self.function, []).append(self._returned_call(node.value))
+
+    def _returned_call(self, value: ast.expr | None) -> tuple[Ref, ...]:
+        """The callees whose result a return hands back: `f` for `return f(b)`, `return f(b).mean()`,
+        or `y = f(b)` then `return y` (`y` bound once in the function); () for anything else."""
+        while True:
+            if type(value) is ast.Subscript:
+                value = value.value
+            elif type(value) is ast.Call and type(value.func) is ast.Attribute and not value.keywords \
+                    and all(type(arg) is ast.Constant for arg in value.args) \
+                    and type(value.func.value) in (ast.Call, ast.Name, ast.Subscript):
+                value = value.func.value  # `f(b).mean()`, `y.sum()`: a result of `f`'s, reduced
+            else:
+                break
+        if type(value) is ast.Name:
+            binding = self.scopes.only_binding(value, self.scope)
+            value = binding.value if binding is not None and binding.scope is self.scope else None
+        if type(value) is ast.Call and type(value.func) in (ast.Name, ast.Attribute):
+            return tuple([ref for ref in self.refs(value.func) if _may_run_a_function(ref)])
+        return ()
 
     def visit_Yield(self, node: ast.Yield) -> None:
         """Calling a generator function returns what holds the values it yields."""
@@ -1449,11 +1476,22 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         return regions
 
     def _graphless_returns(self) -> None:
-        for function, regions in self.model.returns.items():
-            if all(regions) and not isinstance(function, ast.AsyncFunctionDef) and not _is_generator(function):
-                summary = self.functions[self.model.name_of(function)]
-                summary.returns_region = span_of(regions[0].expr, self.lines)
-                summary.returns_api = regions[0].describe()
+        """The functions each return of which hands back a value computed in a region, or what a call
+        returns (whether that has a graph, linking tells: `Project.graphless_callee`)."""
+        for node, name in self.model.qualified_name.items():
+            calls = self._returned_calls.get(name)
+            if calls is None or type(node) is not ast.FunctionDef or yields_in(node.body):
+                continue
+            regions = self.model.returns.get(node) or [None] * len(calls)
+            if len(regions) != len(calls) or not all(r is not None or c for r, c in zip(regions, calls)):
+                continue  # a return with a graph
+            function = self.functions[name]
+            first = next((r for r in regions if r is not None), None)
+            if first is not None:
+                function.returns_region = span_of(first.expr, self.lines)
+                function.returns_api = first.describe()
+            function.returns_through = tuple(dict.fromkeys(ref for r, refs in zip(regions, calls) if r is None
+                                                           for ref in refs))
 
     def _backwards(self) -> list[BackwardSite]:
         sites = []
@@ -1637,14 +1675,3 @@ def _may_be_the_projects(ref: Ref) -> bool:
 
 def _positional(function: ast.AST) -> list[ast.arg]:
     return [*function.args.posonlyargs, *function.args.args]
-
-
-def _is_generator(function: ast.AST) -> bool:
-    nested = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
-    stack = list(function.body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.Yield, ast.YieldFrom)):
-            return True
-        stack += [child for child in ast.iter_child_nodes(node) if not isinstance(child, nested)]
-    return False
