@@ -166,6 +166,7 @@ class Project:
         self._passing: set[tuple[str, str, str]] = set()  # the parameters whose values are being found
         self._passed_open: set[tuple[str, str, str]] = set()  # found in a cycle of refs not done: found again
         self._unnamed_depth = 0  # how many unnamed call sites are being resolved, one inside another
+        self._wanted: dict[FunctionKey, None] = {}  # see `callers_wanted`
         self._subclass_index: tuple[int, dict] = (-1, {})  # (modules loaded, class -> its direct subclasses)
 
     # -- modules ------------------------------------------------------------------------------------
@@ -621,6 +622,8 @@ class Project:
                 self._low = known[1]
             return known[0]
         self._passed.setdefault(key, ())
+        if not self._unnamed_depth:
+            self._wanted[(module, function)] = None
         self._passing.add(key)
         outer_low, self._low, start = self._low, _NO_CYCLE, len(self._open)
         owner = function.rpartition(".")[0]
@@ -690,8 +693,11 @@ class Project:
         return found
 
     def callers_wanted(self) -> list[tuple[str, str]]:
-        """The functions whose callers' arguments were asked for: (module, function)."""
-        return [(module, function) for module, function, _ in self._passed]
+        """The functions whose callers' arguments were asked for, (module, function), but for those
+        asked only to tell what an unnamed call site may call (`a(f)` with `a` a parameter): the
+        files calling those are not summarised for it (on torch's sources, that alone would more
+        than double the files linking reads)."""
+        return list(self._wanted)
 
     def _bases(self, module: str, cls: str) -> list[Value]:
         summary = self.summary(module)
