@@ -282,6 +282,7 @@ class SemanticModel:
         self.qualified_name: dict[ast.AST, str] = {}
         self.returns: dict[ast.AST, list[Optional[GradModeChange]]] = {}  # per walked function: graphless returns
         self.backwards_through_calls: list[BackwardThroughCall] = []
+        self._yield_lines: Optional[list[int]] = None  # the lines that spell `yield` (`yields`)
         self._find_candidates(module.body, self.scopes.module, module, "")
         self._classify_candidates()
         if self._loops:
@@ -419,6 +420,18 @@ class SemanticModel:
         self._taken_names[name] += 1
         return f"{name}#{self._taken_names[name]}"
 
+    def yields(self, function: ast.AST) -> bool:
+        """Whether a function is a generator (`yields_in` its body), walking only a function whose
+        lines spell `yield`."""
+        if self.text is not None:
+            if self._yield_lines is None:
+                self._yield_lines = _lines_of(self.text, word_offsets(self.text, ("yield",)))
+            lines = self._yield_lines
+            index = bisect.bisect_left(lines, function.lineno)
+            if index == len(lines) or lines[index] > (function.end_lineno or function.lineno):
+                return False
+        return yields_in(function.body)
+
     def name_of(self, function: ast.AST) -> str:
         """A function's qualified name in its module (a lambda is named by its position)."""
         if isinstance(function, ast.Lambda):
@@ -504,7 +517,7 @@ class SemanticModel:
             for statement in self.module.body:
                 finder.visit(statement)
             return finder.calls
-        lines = _lines_of(self.text, _word_offsets(self.text, self._with_aliases(names)))
+        lines = _lines_of(self.text, word_offsets(self.text, self._with_aliases(names)))
         for index in self._statements_on(lines):
             statement, finder.scope = self.statements[index]
             for part in _header(statement):
@@ -878,7 +891,7 @@ def inside_comprehension(node) -> list:
     return inside + [getattr(node, name, None) for name in ("elt", "key", "value")]
 
 
-def _word_offsets(text: str, words) -> list[int]:
+def word_offsets(text: str, words) -> list[int]:
     """Where `words` are written as whole words in `text`, in order: the starts of the matches of
     `\b(?:word|...)\b`, on the same lines (str.find is many times faster than such a pattern)."""
     offsets = []

@@ -163,6 +163,9 @@ class Project:
         self._flow: _FlowFacts | None = None  # the flow rule's facts, read once after linking
         self._mros: dict[tuple[str, str], list[tuple[str, str]]] = {}
         self._unnamed_callees: dict[int, list[Value]] = {}  # by call site
+        self._unnamed_by_callee: dict[FunctionKey, list[tuple[int, Value]]] = defaultdict(list)  # see `_unnamed_calls`
+        self._unnamed_pending: dict[int, None] = {}  # the unnamed call sites not remembered yet, by position
+        self._unnamed_listed = 0  # the unnamed call sites met so far
         self._passing: set[tuple[str, str, str]] = set()  # the parameters whose values are being found
         self._passed_open: set[tuple[str, str, str]] = set()  # found in a cycle of refs not done: found again
         self._unnamed_depth = 0  # how many unnamed call sites are being resolved, one inside another
@@ -635,11 +638,9 @@ class Project:
             if function.endswith(".__init__") and parameter in site.keywords and any(
                     v[0] == "C" and v[1] == module and v[2] == owner for v in self._values(caller, site.callees)):
                 found += self._values(caller, site.keywords[parameter])  # a dataclass's field, by name
-        for caller, site, callees in self._unnamed_sites():  # `a(f)` with `a` a parameter, `make()(f)`
+        for caller, site, callee in self._unnamed_calls((module, function)):  # `a(f)` with `a` a parameter, `make()(f)`
             bound_here: list = []
-            for callee in callees:
-                if callee[1] == module and callee[2] == function:
-                    self._bind(callee, site, bound_here)
+            self._bind(callee, site, bound_here)
             found += [v for _, bound, refs in bound_here if bound == parameter for v in self._values(caller, refs)]
         self._passing.discard(key)
         values = self._passed[key] = tuple(dict.fromkeys(found))
@@ -664,12 +665,22 @@ class Project:
                             self._by_last_name[last].append((module, site))
         return self._by_last_name.get(name, []) if name else []
 
-    def _unnamed_sites(self) -> list[tuple[str, object, list[Value]]]:
-        """The call sites whose callee no name tells (a parameter, what a call returns, an element),
-        with the functions they may call (a parameter's: what is passed to it)."""
+    def _unnamed_calls(self, callee: FunctionKey) -> list[tuple[str, object, Value]]:
+        """The call sites whose callee no name tells (a parameter, what a call returns, an element)
+        that may call the function `callee` (a parameter's: what is passed to it), in the order of the
+        sites: (caller, site, the value called). A site's callees are found once, when remembered (as
+        `resolve` remembers), and kept by callee; the others are looked at again at each question."""
         self._sites_named("")  # every loaded module indexed
+        sites = self._by_last_name[""]
+        pending = self._unnamed_pending
+        for position in range(self._unnamed_listed, len(sites)):
+            pending[position] = None
+        self._unnamed_listed = len(sites)
         found = []
-        for caller, site in self._by_last_name.get("", []):
+        for position in list(pending):
+            if position not in pending:  # settled while another site was resolved
+                continue
+            caller, site = sites[position]
             callees = self._unnamed_callees.get(id(site))
             if callees is None and self._unnamed_depth >= _MAX_UNNAMED_DEPTH:
                 self._refused += 1  # a parameter passed through a chain this long: not remembered
@@ -679,18 +690,23 @@ class Project:
                 refused, outer_low, self._low, start = self._refused, self._low, _NO_CYCLE, len(self._open)
                 self._unnamed_depth += 1
                 try:
-                    callees = list(dict.fromkeys(callee for value in self._values(caller, site.callees)
-                                                 for callee in self._called(value, set())))
+                    callees = list(dict.fromkeys(value for called in self._values(caller, site.callees)
+                                                 for value in self._called(called, set())))
                 finally:
                     self._unnamed_depth -= 1
                     low = self._low
                     self._low = low if low < outer_low else outer_low
                 if self._refused == refused and low >= start:  # (not in a cycle of refs still open)
                     self._unnamed_callees[id(site)] = callees
-                else:
-                    del self._unnamed_callees[id(site)]
-            found.append((caller, site, callees))
-        return found
+                    del pending[position]
+                    for value in callees:
+                        self._unnamed_by_callee[(value[1], value[2])].append((position, value))
+                    continue
+                del self._unnamed_callees[id(site)]
+            found += [(position, value) for value in callees if value[1] == callee[0] and value[2] == callee[1]]
+        found += self._unnamed_by_callee.get(callee, ())
+        found.sort(key=lambda call: call[0])
+        return [(*sites[position], value) for position, value in found]
 
     def callers_wanted(self) -> list[tuple[str, str]]:
         """The functions whose callers' arguments were asked for, (module, function), but for those

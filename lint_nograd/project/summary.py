@@ -23,6 +23,8 @@ Refs are tuples:
 from __future__ import annotations
 
 import ast
+import bisect
+import itertools
 import re
 import sys
 from dataclasses import dataclass, field
@@ -36,7 +38,7 @@ from lint_nograd.analysis.model import (
     SemanticModel,
     TableVisitor,
     inside_comprehension,
-    yields_in,
+    word_offsets,
 )
 from lint_nograd.analysis.region_values import region_cuts_its_values
 from lint_nograd.analysis.scopes import COMPREHENSION_NODES, Binding, Scope
@@ -472,6 +474,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
 
     def __init__(self, model: SemanticModel, lines: list[str]):
         self.model, self.scopes, self.lines = model, model.scopes, lines
+        self._attribute_reads = _AttributeReads(lines)
         self.functions: dict[str, Function] = {MODULE_BODY: Function(())}
         self.classes: dict[str, Class] = {}
         self._calls: dict[str, dict[Ref, None]] = {MODULE_BODY: {}}
@@ -920,7 +923,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         kind = self._method_kind(node)
         self.method_class = self.model.name_of(outer[0].node) if kind == "method" else None
         self._visit_all(body)
-        self.functions[name].reads = _attribute_reads(self.lines, node)
+        self.functions[name].reads = self._attribute_reads.of(node)
         self.scope, self.function, self.method_class, self.dual_level, self.grad = outer
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
@@ -1480,7 +1483,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         returns (whether that has a graph, linking tells: `Project.graphless_callee`)."""
         for node, name in self.model.qualified_name.items():
             calls = self._returned_calls.get(name)
-            if calls is None or type(node) is not ast.FunctionDef or yields_in(node.body):
+            if calls is None or type(node) is not ast.FunctionDef or self.model.yields(node):
                 continue
             regions = self.model.returns.get(node) or [None] * len(calls)
             if len(regions) != len(calls) or not all(r is not None or c for r, c in zip(regions, calls)):
@@ -1575,23 +1578,44 @@ def _add_flow(summary: Region, model: SemanticModel, region) -> None:
 
 
 ANY_ATTRIBUTE = "*"
-_GETATTR = re.compile(r"\bgetattr\s*\([^,()]+,\s*['\"](\w+)['\"]")
-_ANY_READ = re.compile(r"\bvars\s*\(|__dict__|\bgetattr\s*\([^,()]+,\s*[^'\"\s]|__getattribute__")
+# Where the words they start with are (str.find is many times faster than a pattern with no literal
+# prefix): `getattr(x, "name")` reads `name`, `getattr(x, name)`, `vars(x)`, `x.__dict__` may read any
+_GETATTR = re.compile(r"getattr\s*\([^,()]+,\s*(?:['\"](\w+)['\"]|[^'\"\s])")
+_VARS = re.compile(r"vars\s*\(")
+_ANY_READ = ("__dict__", "__getattribute__")
 _ATTRIBUTE_READ = re.compile(r"\.\s*([A-Za-z_]\w*)\b(?!\s*=(?!=))")  # `.name`, but `.name = ...`
 
 
-def _attribute_reads(lines: list[str], function: ast.AST) -> tuple[str, ...]:
-    """The attribute names a function's text reads (`x.last_norm`, not `x.last_norm = ...`,
+class _AttributeReads:
+    """The attribute names each line of a file reads (`x.last_norm`, not `x.last_norm = ...`,
     `getattr(x, "last_norm")`): found in the text, strings and comments included, so never fewer
     than its code loads. ANY_ATTRIBUTE where it may read any: `vars(x)`, `x.__dict__`, `getattr`
-    of a computed name."""
-    text = "\n".join(lines[function.lineno - 1:function.end_lineno or function.lineno])
-    found = set(_ATTRIBUTE_READ.findall(text))
-    if "getattr" in text:
-        found.update(_GETATTR.findall(text))
-    if ("vars" in text or "__" in text or "getattr" in text) and _ANY_READ.search(text):  # (the words it needs)
-        found.add(ANY_ATTRIBUTE)
-    return tuple(sorted(set(map(sys.intern, found))))  # kept once in each process
+    of a computed name. The text is searched once; a function reads what its lines read."""
+
+    def __init__(self, lines: list[str]):
+        text = "\n".join(lines)
+        found = [(match.start(), match.group(1)) for match in _ATTRIBUTE_READ.finditer(text)]
+        for offset in word_offsets(text, ("getattr",)):
+            if match := _GETATTR.match(text, offset):
+                found.append((offset, match.group(1) or ANY_ATTRIBUTE))
+        found += [(offset, ANY_ATTRIBUTE) for offset in word_offsets(text, ("vars",)) if _VARS.match(text, offset)]
+        for word in _ANY_READ:
+            at = text.find(word)
+            while at >= 0:
+                found.append((at, ANY_ATTRIBUTE))
+                at = text.find(word, at + 1)
+        found.sort()
+        self._starts = [start for start, _ in found]
+        self._names = [name for _, name in found]
+        self._line_starts = list(itertools.accumulate((len(line) + 1 for line in lines), initial=0))
+
+    def of(self, function: ast.AST) -> tuple[str, ...]:
+        """What the lines of `function` read."""
+        begin = self._line_starts[function.lineno - 1]
+        last = function.end_lineno or function.lineno
+        end = self._line_starts[min(last, len(self._line_starts) - 1)]
+        names = self._names[bisect.bisect_left(self._starts, begin):bisect.bisect_left(self._starts, end)]
+        return tuple(sorted(set(map(sys.intern, names))))  # kept once in each process
 
 
 def _key(node: ast.expr | None):
