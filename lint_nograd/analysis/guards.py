@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import ast
 
+from lint_nograd.analysis.scopes import child_nodes, walk
+
 TRAINING, ONCE = "training", "once"
 _SETS_FLAG = frozenset({"fill_", "copy_", "add_", "data"})  # `self.initialized.fill_(1)`, `.data.fill_(...)`
 
@@ -79,7 +81,7 @@ def _unset_flag(test: ast.expr) -> str | None:
 
 def _sets(body: list[ast.stmt], flag: str) -> bool:
     """Whether the branch stores into `self.<flag>`: assigned, or filled in place."""
-    for node in (node for statement in body for node in ast.walk(statement)):
+    for node in (node for statement in body for node in walk(statement)):
         targets = node.targets if isinstance(node, ast.Assign) else \
             [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
         if any(_is_self_attribute(target, flag) for target in targets):
@@ -138,7 +140,7 @@ class ScopeEvents:
                     self._add(func.value, "called", node)
                 elif isinstance(func, (ast.Name, ast.Attribute)):
                     self._add(func, "called", node)
-            todo.extend(ast.iter_child_nodes(node))
+            todo.extend(child_nodes(node))
         for events in self.of.values():
             events.sort(key=lambda event: event[0])
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from lint_nograd.analysis import torch_names
-from lint_nograd.analysis.scopes import COMPREHENSION_NODES, FUNCTION_NODES, Scope, Scopes
+from lint_nograd.analysis.scopes import COMPREHENSION_NODES, FUNCTION_NODES, Scope, Scopes, child_nodes, walk
 
 _UNKNOWN = None  # a grad mode we cannot know statically: `set_grad_enabled(flag)`, a function's caller
 
@@ -362,7 +362,7 @@ class SemanticModel:
             return None, scope
         owner = method.parent
         values = [node.value for function in owner.node.body if isinstance(function, ast.FunctionDef)
-                  for node in ast.walk(function) if isinstance(node, ast.Assign)
+                  for node in walk(function) if isinstance(node, ast.Assign)
                   for target in node.targets if isinstance(target, ast.Attribute) and target.attr == expr.attr
                   and isinstance(target.value, ast.Name) and target.value.id == expr.value.id]
         if values and all(isinstance(v, ast.Call) and ast.dump(v) == ast.dump(values[0]) for v in values):
@@ -870,7 +870,7 @@ def yields_in(statements: list[ast.stmt]) -> bool:
         if type(node) in (ast.Yield, ast.YieldFrom):
             return True
         if type(node) not in (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef):
-            stack.extend(ast.iter_child_nodes(node))
+            stack.extend(child_nodes(node))
     return False
 
 

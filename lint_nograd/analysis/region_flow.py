@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 from lint_nograd.analysis import activity, torch_names
 from lint_nograd.analysis.model import GradModeChange, SemanticModel
-from lint_nograd.analysis.scopes import FUNCTION_NODES, Scope
+from lint_nograd.analysis.scopes import FUNCTION_NODES, Scope, child_nodes, walk
 
 ENABLE_GRAD = "enable_grad"
 # what `inputs` names for the module's own parameters, buffers and torch submodules (`self.weight`):
@@ -81,10 +81,10 @@ def flow_of(model: SemanticModel, region: GradModeChange) -> Flow:
             continue  # a function's body runs when it is called, in its caller's grad mode
         if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call) \
                 and activity.is_sink(statement.value, names_of):
-            later += [node for node in ast.walk(statement.value) if isinstance(node, ast.Call)][1:]
+            later += [node for node in walk(statement.value) if isinstance(node, ast.Call)][1:]
         elif not _is_docstring_or_pass(statement):
             body.append(statement)
-    nodes = [node for statement in body for node in ast.walk(statement)] + later
+    nodes = [node for statement in body for node in walk(statement)] + later
     harmless = _calls_are_harmless(model, nodes, scope)
     try:
         inputs = _inputs(model, _reads(model, body, scope) + later, scope)
@@ -93,10 +93,10 @@ def flow_of(model: SemanticModel, region: GradModeChange) -> Flow:
     plain = harmless and all(isinstance(s, (ast.Assign, ast.AnnAssign)) and s.value is not None for s in body)
     targets = [t for s in body for t in (s.targets if isinstance(s, ast.Assign) else [s.target])] if plain else []
     local_only = plain and not any(isinstance(n, ast.keyword) and n.arg == "out" for n in nodes) and all(
-        isinstance(node, (ast.Name, ast.Tuple, ast.List, ast.Store)) for t in targets for node in ast.walk(t))
+        isinstance(node, (ast.Name, ast.Tuple, ast.List, ast.Store)) for t in targets for node in walk(t))
     assumes = tuple(sorted({name for node in nodes if isinstance(node, ast.Attribute)
                             for name in _assumed(model, node, scope)}))
-    bound = {node.id for target in targets for node in ast.walk(target) if isinstance(node, ast.Name)}
+    bound = {node.id for target in targets for node in walk(target) if isinstance(node, ast.Name)}
     cut_after = local_only and bool(bound) and _cut_after(region, bound)
     return Flow("", inputs, _stores(region, targets) if plain else (), local_only, assumes, cut_after)
 
@@ -146,10 +146,10 @@ def _reads(model: SemanticModel, statements: list[ast.AST], scope: Scope) -> lis
                                                 or _module_state(model, node, scope)):
             continue
         if isinstance(node, ast.expr) and activity.no_derivative(node, names_of):
-            found += [below for below in ast.walk(node) if below is not node
+            found += [below for below in walk(node) if below is not node
                       and not (isinstance(below, ast.Name) and isinstance(below.ctx, ast.Load))]
             continue
-        todo.extend(ast.iter_child_nodes(node))
+        todo.extend(child_nodes(node))
     return found
 
 
@@ -211,7 +211,7 @@ def _literal_attributes(model: SemanticModel) -> dict[str, ast.ClassDef | None]:
         literal = kind in (ast.Assign, ast.AnnAssign, ast.AugAssign) and len(targets) == 1 and value is not None \
             and _is_literal(value)
         for target in targets:
-            for node in ast.walk(target):
+            for node in walk(target):
                 if isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
                     owner = scope.parent.node if literal and node is target and _first_parameter(scope, node) else None
                     found[node.attr] = owner if found.get(node.attr, owner) is owner else None
@@ -276,7 +276,7 @@ def _state_attributes(model: SemanticModel) -> dict[str, dict[ast.ClassDef, str 
         if registered is not None:
             note(registered, scope.parent.node if init else None, "tensor")
         for target in stores:
-            for below in ast.walk(target):
+            for below in walk(target):
                 if isinstance(below, ast.Attribute) and not isinstance(below.ctx, ast.Load):
                     kind = _made(model, node, scope) if init and below is target and isinstance(node, ast.Assign) \
                         and _first_parameter(scope, below) else None
@@ -456,7 +456,7 @@ def _is_literal(value: ast.expr) -> bool:
     which code may append to (`self.history = []`, then `self.history.append(x.mean())`)."""
     return all(isinstance(node, (ast.Constant, ast.Tuple, ast.BinOp, ast.UnaryOp, ast.operator,
                                  ast.unaryop, ast.Load, ast.expr_context))
-               for node in ast.walk(value))
+               for node in walk(value))
 
 
 def _rebound_elsewhere(model: SemanticModel, binding) -> bool:
@@ -465,7 +465,7 @@ def _rebound_elsewhere(model: SemanticModel, binding) -> bool:
         return True
     declared = _GLOBALS.get(model)
     if declared is None:
-        declared = _GLOBALS[model] = {name for node in ast.walk(model.module) if isinstance(node, ast.Global)
+        declared = _GLOBALS[model] = {name for node in walk(model.module) if isinstance(node, ast.Global)
                                       for name in node.names}
     return binding.name in declared
 
@@ -489,24 +489,24 @@ def _read_outside(region: GradModeChange, names: set[str]) -> bool:
     """Whether the function reads one of `names` outside the region's statements."""
     if not names:
         return False
-    inside = {id(node) for statement in region.owner.body for node in ast.walk(statement)}
+    inside = {id(node) for statement in region.owner.body for node in walk(statement)}
     return any(isinstance(node, ast.Name) and node.id in names and isinstance(node.ctx, ast.Load)
-               and id(node) not in inside for node in ast.walk(region.function))
+               and id(node) not in inside for node in walk(region.function))
 
 
 def _cut_after(region: GradModeChange, names: set[str]) -> bool:
     """Whether every read of `names` outside the region is cut where it is read: `s.detach()`, or
     an argument of `stop_gradient(...)`. What the region computes then carries no derivative on."""
-    inside = {id(node) for statement in region.owner.body for node in ast.walk(statement)}
+    inside = {id(node) for statement in region.owner.body for node in walk(statement)}
     cut: set[int] = set()
-    for node in ast.walk(region.function):
+    for node in walk(region.function):
         if isinstance(node, ast.Attribute) and node.attr == "detach":
             cut.add(id(node.value))
         elif isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords and (
                 isinstance(node.func, ast.Name) and node.func.id == torch_names.STOP_GRADIENT
                 or isinstance(node.func, ast.Attribute) and node.func.attr == torch_names.STOP_GRADIENT):
             cut.add(id(node.args[0]))
-    return all(id(node) in cut or id(node) in inside for node in ast.walk(region.function)
+    return all(id(node) in cut or id(node) in inside for node in walk(region.function)
                if isinstance(node, ast.Name) and node.id in names and isinstance(node.ctx, ast.Load))
 
 
@@ -531,7 +531,7 @@ def differentiates_itself(model: SemanticModel, function: ast.AST) -> bool:
                 return False
             found = found or isinstance(node.func, ast.Attribute) and node.func.attr == "backward" or bool(
                 model.scopes.qualified_names(node.func, scope) & _AUTOGRAD_BACKWARD)
-        stack += list(ast.iter_child_nodes(node))
+        stack += list(child_nodes(node))
     return found
 
 
@@ -560,12 +560,12 @@ def returns_only_gradients(model: SemanticModel, function: ast.AST) -> bool:
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) \
                 and model.scopes.qualified_names(node.value.func, scope) & _AUTOGRAD_GRAD:
             for target in node.targets:
-                gradients.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+                gradients.update(n.id for n in walk(target) if isinstance(n, ast.Name))
         elif isinstance(node, ast.Return):
             returns.append(node)
         elif isinstance(node, (ast.Yield, ast.YieldFrom)):
             return False
-        stack += list(ast.iter_child_nodes(node))
+        stack += list(child_nodes(node))
     return bool(gradients) and bool(returns) and all(
         r.value is not None and _only_gradients(r.value, gradients) for r in returns)
 

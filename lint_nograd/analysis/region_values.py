@@ -17,6 +17,7 @@ from typing import Union
 
 from lint_nograd.analysis import tensor_ops, torch_names
 from lint_nograd.analysis.model import GradModeChange, SemanticModel
+from lint_nograd.analysis.scopes import child_nodes, walk
 
 
 class Refusal(Exception):
@@ -358,7 +359,7 @@ class RegionAnalysis:
         if isinstance(expr, (ast.ListComp, ast.SetComp, ast.DictComp)):
             saved = dict(self.bound)
             for generator in expr.generators:
-                for name in ast.walk(generator.target):
+                for name in walk(generator.target):
                     if isinstance(name, ast.Name):
                         self.bound.pop(name.id, None)  # loop variables read elements: _READ
             kind = self.kind(expr.value if isinstance(expr, ast.DictComp) else expr.elt)
@@ -475,7 +476,7 @@ def _one_of(kinds: list[str]) -> str:
 def _in_order(node: ast.AST):
     """The nodes of a tree in source order (ast.walk goes breadth first)."""
     yield node
-    for child in ast.iter_child_nodes(node):
+    for child in child_nodes(node):
         yield from _in_order(child)
 
 

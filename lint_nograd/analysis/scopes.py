@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ast
 import weakref
+from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -17,6 +19,35 @@ FUNCTION_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 COMPREHENSION_NODES = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 # The fields of compound statements that hold more statements.
 _BODIES = ("body", "orelse", "finalbody", "handlers")
+
+
+def child_nodes(node: ast.AST) -> list[ast.AST]:
+    """`ast.iter_child_nodes`, as a list, about twice as fast (analyses walk large region bodies)."""
+    found = []
+    for name in node._fields:
+        value = getattr(node, name, None)
+        if type(value) is list:
+            found += [item for item in value if isinstance(item, ast.AST)]
+        elif isinstance(value, ast.AST):
+            found.append(value)
+    return found
+
+
+def walk(node: ast.AST) -> Iterator[ast.AST]:
+    """`ast.walk`: the same nodes in the same order (breadth first), about twice as fast."""
+    todo = deque([node])
+    pop, append, node_type = todo.popleft, todo.append, ast.AST
+    while todo:
+        node = pop()
+        for name in node._fields:  # (child_nodes, inline)
+            value = getattr(node, name, None)
+            if type(value) is list:
+                for item in value:
+                    if isinstance(item, node_type):
+                        append(item)
+            elif isinstance(value, node_type):
+                append(value)
+        yield node
 
 
 @dataclass(eq=False, slots=True)

@@ -15,6 +15,7 @@ import ast
 from typing import Callable, Optional
 
 from lint_nograd.analysis import torch_names
+from lint_nograd.analysis.scopes import child_nodes
 
 # Calls that take a traced module, or a value computed from it, and differentiate nothing through it.
 EXPORT_SINKS = frozenset({
@@ -67,7 +68,7 @@ class ScopeUses:
             elif isinstance(node, (ast.Global, ast.Nonlocal)) and not nested:
                 self.declared.update(node.names)
             inner = nested or isinstance(node, _NESTED)
-            stack.extend((child, node, inner) for child in ast.iter_child_nodes(node))
+            stack.extend((child, node, inner) for child in child_nodes(node))
 
 
 def made_for_export(call: ast.expr, uses: ScopeUses, names_of: Callable[[ast.expr], frozenset[str]],

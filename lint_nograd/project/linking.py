@@ -140,6 +140,11 @@ class Project:
         self._permissive = 0  # 1 while learning what a helper transforms; 2 while following a chain
         self._refused = 0  # loads refused so far: a resolution that met one is not remembered
         self._resolved: dict[tuple[str, Ref], tuple[Value, ...]] = {}
+        # What a ref stands for outside a chain of reach, where an attribute set from a parameter is
+        # not looked for (`_stored`): the only refusals met; asked again only outside a chain. On
+        # torch's sources, half the refs resolved were resolved before, for that alone.
+        self._outside_chains: dict[tuple[str, Ref], tuple[Value, ...]] = {}
+        self._outside_chain = 0  # how many of `_refused` were only outside a chain
         self._open: dict[tuple[str, Ref], int] = {}  # the refs being resolved -> their place on that stack
         self._low = _NO_CYCLE  # the lowest place on the stack of an open ref met by what is being resolved
         self._provisional: dict[tuple[str, Ref], tuple[tuple[Value, ...], int]] = {}  # in an open cycle: (values, low)
@@ -166,11 +171,20 @@ class Project:
         self._unnamed_by_callee: dict[FunctionKey, list[tuple[int, Value]]] = defaultdict(list)  # see `_unnamed_calls`
         self._unnamed_pending: dict[int, None] = {}  # the unnamed call sites not remembered yet, by position
         self._unnamed_listed = 0  # the unnamed call sites met so far
+        # as `_outside_chains`: the unnamed call sites found so, and what they call
+        self._unnamed_outside_by_site: dict[int, None] = {}
+        self._unnamed_outside_by_callee: dict[FunctionKey, list[tuple[int, Value]]] = defaultdict(list)
         self._passing: set[tuple[str, str, str]] = set()  # the parameters whose values are being found
         self._passed_open: set[tuple[str, str, str]] = set()  # found in a cycle of refs not done: found again
         self._unnamed_depth = 0  # how many unnamed call sites are being resolved, one inside another
         self._wanted: dict[FunctionKey, None] = {}  # see `callers_wanted`
-        self._subclass_index: tuple[int, dict] = (-1, {})  # (modules loaded, class -> its direct subclasses)
+        # class -> its direct subclasses, in the modules indexed for good (`_subclasses`)
+        self._subclass_index: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
+        self._subclass_settled: set[str] = set()
+        self._subclass_unsettled: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        self._subclass_sorted: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        self._subclass_count = -1  # the modules loaded when they were last indexed
+        self._module_order = {name: position for position, name in enumerate(modules)}
 
     # -- modules ------------------------------------------------------------------------------------
 
@@ -242,6 +256,12 @@ class Project:
         values = self._resolved.get(key)
         if values is not None:
             return values
+        if not self._following:
+            values = self._outside_chains.get(key)
+            if values is not None:
+                self._refused += 1
+                self._outside_chain += 1
+                return values
         at = self._open.get(key)
         if at is not None:  # met again while it is resolved: what the round before found of it; the cycle stays open
             if at < self._low:
@@ -267,6 +287,7 @@ class Project:
         position = len(self._open)
         self._open[key] = position
         outer_low, mark, met, refused = self._low, len(self._pending), len(self._met), self._refused
+        outside = self._outside_chain
         seeded: dict = {}
         try:
             for _ in range(_MAX_ROUNDS):
@@ -298,6 +319,8 @@ class Project:
             return values
         if self._refused == refused:  # a module not loaded: another look, with more allowed, may find more
             self._resolved[key] = values
+        elif self._refused - refused == self._outside_chain - outside and not self._following:
+            self._outside_chains[key] = values
         self._drop_pending(mark, True)  # (each was found with no load refused, as a ref is remembered)
         del self._met[met:]
         return values
@@ -587,17 +610,34 @@ class Project:
         return order
 
     def _subclasses(self, module: str, cls: str) -> list[tuple[str, str]]:
-        """The classes of the loaded modules that name this one among their bases."""
+        """The classes of the loaded modules that name this one among their bases, in the order of
+        the modules. Each module is indexed once, when loaded, but for one whose bases met a refused
+        load: indexed again when more modules are loaded (as `resolve` remembers)."""
         loaded = self.loaded()
-        if self._subclass_index[0] != len(loaded):
-            index: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
+        if self._subclass_count != len(loaded):
+            self._subclass_count = len(loaded)
+            self._subclass_sorted = {}
+            unsettled: dict[tuple[str, str], list] = defaultdict(list)
             for other_module in loaded:
-                for other in self.summary(other_module).classes:
-                    for base in self._bases(other_module, other):
-                        if base[0] == "C" and (base[1], base[2]) != (other_module, other):
-                            index[(base[1], base[2])].append((other_module, other))
-            self._subclass_index = (len(loaded), index)
-        return self._subclass_index[1].get((module, cls), [])
+                if other_module in self._subclass_settled:
+                    continue
+                refused = self._refused
+                found = [(base, other) for other in self.summary(other_module).classes
+                         for base in self._bases(other_module, other) if base[0] == "C"
+                         and (base[1], base[2]) != (other_module, other)]
+                settled = self._refused == refused
+                if settled:
+                    self._subclass_settled.add(other_module)
+                for base, other in found:
+                    (self._subclass_index if settled else unsettled)[(base[1], base[2])].append((other_module, other))
+            self._subclass_unsettled = unsettled
+        key = (module, cls)
+        found = self._subclass_sorted.get(key)
+        if found is None:
+            order = self._module_order
+            found = self._subclass_sorted[key] = sorted(  # (stable: a module's classes in their order)
+                self._subclass_index.get(key, []) + self._subclass_unsettled.get(key, []), key=lambda c: order[c[0]])
+        return found
 
     def _stored(self, module: str, ref: Ref) -> Iterator[Value]:
         """What an attribute holds: `self.residual = residual` in `__init__(self, residual)` holds
@@ -608,7 +648,8 @@ class Project:
             if self._following:
                 yield from self.passed(module, ref[1], ref[2])
             else:  # asked outside a chain (most attributes nothing reaches): not looked for, not remembered
-                self._refused += 1
+                self._refused += 1  # (but outside chains, as `_outside_chains` says)
+                self._outside_chain += 1
 
     def passed(self, module: str, function: str, parameter: str) -> tuple[Value, ...]:
         """What the calls of the loaded modules pass to a parameter (found once: linking asks
@@ -677,36 +718,57 @@ class Project:
             pending[position] = None
         self._unnamed_listed = len(sites)
         found = []
-        for position in list(pending):
-            if position not in pending:  # settled while another site was resolved
-                continue
-            caller, site = sites[position]
-            callees = self._unnamed_callees.get(id(site))
-            if callees is None and self._unnamed_depth >= _MAX_UNNAMED_DEPTH:
-                self._refused += 1  # a parameter passed through a chain this long: not remembered
-                continue
-            if callees is None:
-                self._unnamed_callees[id(site)] = []  # a site asked again while it is resolved calls nothing more
-                refused, outer_low, self._low, start = self._refused, self._low, _NO_CYCLE, len(self._open)
-                self._unnamed_depth += 1
-                try:
-                    callees = list(dict.fromkeys(value for called in self._values(caller, site.callees)
-                                                 for value in self._called(called, set())))
-                finally:
-                    self._unnamed_depth -= 1
-                    low = self._low
-                    self._low = low if low < outer_low else outer_low
-                if self._refused == refused and low >= start:  # (not in a cycle of refs still open)
-                    self._unnamed_callees[id(site)] = callees
-                    del pending[position]
-                    for value in callees:
-                        self._unnamed_by_callee[(value[1], value[2])].append((position, value))
-                    continue
-                del self._unnamed_callees[id(site)]
-            found += [(position, value) for value in callees if value[1] == callee[0] and value[2] == callee[1]]
+        outside = not self._following  # (what `_unnamed_outside_chains` holds counts)
+        if self._unnamed_depth >= _MAX_UNNAMED_DEPTH:  # a parameter passed through a chain this long
+            if any(position not in self._unnamed_outside_by_site or not outside for position in pending):
+                self._refused += 1  # (not remembered)
+        else:
+            for position in list(pending):
+                if position in pending:  # (else settled while another site was resolved)
+                    found += self._unnamed_site(position, sites[position], callee)
+        if outside:
+            found += [(position, value) for position, value in self._unnamed_outside_by_callee.get(callee, ())
+                      if position in pending]
+            if any(position in pending for position in self._unnamed_outside_by_site):
+                self._refused += 1
+                self._outside_chain += 1
         found += self._unnamed_by_callee.get(callee, ())
         found.sort(key=lambda call: call[0])
         return [(*sites[position], value) for position, value in found]
+
+    def _unnamed_site(self, position: int, caller_site: tuple, callee: FunctionKey) -> list[tuple[int, Value]]:
+        """Find what an unnamed call site may call: kept by callee when remembered (then nothing is
+        returned: the index answers), else the values that are `callee`."""
+        caller, site = caller_site
+        callees = self._unnamed_callees.get(id(site))
+        if callees is not None:  # being resolved: a site asked again while it is resolved calls nothing more
+            return []
+        if not self._following and position in self._unnamed_outside_by_site:
+            return []  # (the index of what it calls outside chains answers)
+        self._unnamed_callees[id(site)] = []
+        refused, outer_low, self._low, start = self._refused, self._low, _NO_CYCLE, len(self._open)
+        outside = self._outside_chain
+        self._unnamed_depth += 1
+        try:
+            callees = list(dict.fromkeys(value for called in self._values(caller, site.callees)
+                                         for value in self._called(called, set())))
+        finally:
+            self._unnamed_depth -= 1
+            low = self._low
+            self._low = low if low < outer_low else outer_low
+        if self._refused == refused and low >= start:  # (not in a cycle of refs still open)
+            self._unnamed_callees[id(site)] = callees
+            del self._unnamed_pending[position]
+            for value in callees:
+                self._unnamed_by_callee[(value[1], value[2])].append((position, value))
+            return []
+        del self._unnamed_callees[id(site)]
+        if self._refused - refused == self._outside_chain - outside and low >= start and not self._following:
+            self._unnamed_outside_by_site[position] = None
+            for value in callees:
+                self._unnamed_outside_by_callee[(value[1], value[2])].append((position, value))
+            return []
+        return [(position, value) for value in callees if value[1] == callee[0] and value[2] == callee[1]]
 
     def callers_wanted(self) -> list[tuple[str, str]]:
         """The functions whose callers' arguments were asked for, (module, function), but for those

@@ -41,7 +41,7 @@ from lint_nograd.analysis.model import (
     word_offsets,
 )
 from lint_nograd.analysis.region_values import region_cuts_its_values
-from lint_nograd.analysis.scopes import COMPREHENSION_NODES, Binding, Scope
+from lint_nograd.analysis.scopes import COMPREHENSION_NODES, Binding, Scope, walk
 
 Ref = tuple
 MODULE_BODY = ""  # the name under which the module's own code is summarised, like a function's
@@ -898,7 +898,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
                        if statement is store or isinstance(statement, ast.Expr) and statement.value is store), None)
         if made is None or stored is None or stored <= made or any(
                 isinstance(node, ast.Name) and node.id == container.id
-                for statement in body[made + 1:stored] for node in ast.walk(statement)):
+                for statement in body[made + 1:stored] for node in walk(statement)):
             return
         self._overwritten.setdefault(binding, set()).update(paths)
         self._of_binding.clear()
@@ -1157,7 +1157,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
 
     def _makes_duals(self, body: list[ast.stmt]) -> bool:
         return any(isinstance(node, ast.Call) and self._names(node) & entry_points.MAKE_DUAL
-                   for statement in body for node in ast.walk(statement))
+                   for statement in body for node in walk(statement))
 
     # -- calls ------------------------------------------------------------------------------------------
 
