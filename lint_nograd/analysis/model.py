@@ -707,9 +707,10 @@ class _FrameWalker(TableVisitor):
         region = self._region_computing(value)
         blocks = tuple(self._frame.blocks)
         graphless = _GraphlessValue(statement, region, blocks) if region is not None else None
-        if region is None and isinstance(value, ast.Call) and isinstance(value.func, (ast.Name, ast.Attribute)) \
-                and len(targets) == 1 and isinstance(targets[0], ast.Name):
-            graphless = _GraphlessValue(statement, None, blocks, value.func, self._scope)  # `y = evaluate(b)`
+        if region is None and value is not None and len(targets) == 1 and isinstance(targets[0], ast.Name):
+            source = self._graphless_source(value, statement)  # `loss = (y ** 2).mean()`, `y = evaluate(b)`
+            if source is not None:
+                graphless = _GraphlessValue(statement, source.region, blocks, source.callee, source.scope)
         for target in targets:
             for name in _assigned_names(target):
                 if graphless is not None:
@@ -736,22 +737,37 @@ class _FrameWalker(TableVisitor):
             self._frame.graphless.pop(node.value.id, None)  # `y.requires_grad = True`
         self.visit(node.value)
 
-    def _graphless_root(self, expr: ast.expr) -> str | None:
-        """`y` when `expr` is computed from `y` alone and `y` certainly has no graph here."""
-        while True:
-            if isinstance(expr, ast.Name):
-                value = self._frame.graphless.get(expr.id)
-                blocks = tuple(self._frame.blocks)
-                if value and blocks[:len(value.blocks)] == value.blocks:
-                    return expr.id
-                return None
-            if isinstance(expr, ast.Subscript):
-                expr = expr.value
-            elif (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute)
-                  and all(isinstance(arg, ast.Constant) for arg in expr.args) and not expr.keywords):
-                expr = expr.func.value  # `y.sum()`, `y.mean(0)`
+    def _graphless_source(self, expr: ast.expr, at: ast.AST) -> _GraphlessValue | None:
+        """What says that `expr` has no graph here: a value computed in a region that it is computed
+        from (`graph_sources`), with nothing else that may have one but at most one call of another
+        function (`y = evaluate(b)`, `evaluate(b).sum()`), whose result linking looks into then."""
+        sources = graph_sources(expr, self._is_torch, self._is_graphless)
+        if not sources:
+            return None
+        in_region, called = None, None
+        for source in sources:
+            if isinstance(source, ast.Name):
+                value = self._frame.graphless.get(source.id) if self._is_graphless(source) else None
+                if value is None:
+                    return None
             else:
-                return None
+                value = _GraphlessValue(at, None, tuple(self._frame.blocks), source.func, self._scope)
+            if value.region is None:
+                if called is not None:
+                    return None  # two calls: both would have to return no graph
+                called = value
+            elif in_region is None:
+                in_region = value
+        return called or in_region
+
+    def _is_graphless(self, name: ast.Name) -> bool:
+        """Whether a name holds a value without a graph here (as far as straight-line code tells)."""
+        value = self._frame.graphless.get(name.id)
+        blocks = tuple(self._frame.blocks)
+        return value is not None and blocks[:len(value.blocks)] == value.blocks
+
+    def _is_torch(self, func: ast.expr) -> bool:
+        return is_torch_operation(self.qualified_names(func))
 
     def _check_backward(self, call: ast.Call) -> None:
         func = call.func
@@ -766,20 +782,18 @@ class _FrameWalker(TableVisitor):
         else:
             return
         for output in outputs:
-            name = output is not None and self._graphless_root(output)
-            callee = not name and output is not None and _called_root(output)
-            if callee:  # `evaluate(b).backward()`: whether `evaluate` returns a graph, linking tells
-                self.model.backwards_through_calls.append(BackwardThroughCall(call, "", call, callee, self._scope))
-                return
-            if name:
-                value = self._frame.graphless[name]
-                if value.region is not None:
-                    self.model.graphless_backwards.append(
-                        GraphlessBackward(call, name, value.assigned_at, value.region))
-                else:
-                    self.model.backwards_through_calls.append(
-                        BackwardThroughCall(call, name, value.assigned_at, value.callee, value.scope))
-                return
+            value = self._graphless_source(output, call) if output is not None else None
+            if value is None:
+                continue
+            # the name it is computed from: `y` for `y.sum().backward()`
+            name = next((node.id for node in walk(output) if isinstance(node, ast.Name) and self._is_graphless(node)), "")
+            if value.region is not None:
+                self.model.graphless_backwards.append(GraphlessBackward(call, name or ast.unparse(output),
+                                                                        value.assigned_at, value.region))
+            else:  # `evaluate(b).backward()`, `y.backward()` after `y = evaluate(b)`: linking tells
+                self.model.backwards_through_calls.append(
+                    BackwardThroughCall(call, name, value.assigned_at, value.callee, value.scope))
+            return
 
     def visit_Return(self, node: ast.Return) -> None:
         """Record whether each return of a function hands back a value computed in a region."""
@@ -787,9 +801,9 @@ class _FrameWalker(TableVisitor):
         if self._frame.function is None or node.value is None:
             return
         region = self._region_computing(node.value)
-        name = region is None and self._graphless_root(node.value)
-        if name:
-            region = self._frame.graphless[name].region
+        if region is None:
+            source = self._graphless_source(node.value, node)
+            region = source.region if source is not None else None
         self.model.returns.setdefault(self._frame.function, []).append(region)
 
     # -- transforms (NG001, NG002) --------------------------------------------------------------
@@ -847,19 +861,68 @@ _EXIT_STACKS = frozenset({"ExitStack", "AsyncExitStack"})
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # what Python's tokenizer counts as a new line
 
 
-def _called_root(expr: ast.expr) -> ast.expr | None:
-    """`evaluate` for `evaluate(b)`, `evaluate(b).mean()` or `evaluate(b)[0]`: the callee whose result
-    the expression reduces."""
-    while True:
-        if type(expr) is ast.Subscript:
-            expr = expr.value
-        elif type(expr) is ast.Call and type(expr.func) is ast.Attribute and type(expr.func.value) is ast.Call \
-                and all(type(arg) is ast.Constant for arg in expr.args) and not expr.keywords:
-            expr = expr.func.value
-        elif type(expr) is ast.Call and type(expr.func) in (ast.Name, ast.Attribute):
-            return expr.func
+def graph_sources(expr: ast.expr, is_torch: Callable[[ast.expr], bool],
+                  is_value: Callable[[ast.Name], bool]) -> Optional[list[ast.expr]]:
+    """The names, and the calls of other functions, that a value is computed from when nothing else
+    in it can carry an autograd graph, in the order written: through subscripts, arithmetic, a
+    value's methods (`y.mean(0)`, `f(b).sum()`, with `is_value(y)`) and torch's functions
+    (`F.mse_loss(y, z)`, told by `is_torch` of the callee) whose other arguments are literals or
+    computed so too. None when anything else may carry one (a comparison, a dict,
+    `requires_grad=True`, a call of a call). An operation records a graph only when one of its
+    inputs has one: the caller tells whether the names and calls have one."""
+    found: list[ast.expr] = []
+    todo = [expr]
+    while todo:
+        node = todo.pop()
+        kind = type(node)
+        if kind is ast.Constant:
+            continue
+        if kind is ast.Name:
+            found.append(node)
+        elif kind is ast.BinOp:
+            todo += [node.right, node.left]
+        elif kind is ast.UnaryOp:
+            todo.append(node.operand)
+        elif kind is ast.Tuple or kind is ast.List:  # `torch.cat([y, z])`, a shape `(2, 3)`
+            todo += reversed(node.elts)
+        elif kind is ast.Subscript or kind is ast.Attribute:  # (indices carry no derivative)
+            todo.append(node.value)
+        elif kind is ast.Call:
+            func = node.func
+            if any(k.arg in (None, "requires_grad") for k in node.keywords) or \
+                    any(type(arg) is ast.Starred for arg in node.args):
+                return None
+            arguments = [*node.args, *(k.value for k in node.keywords)]
+            if type(func) is ast.Attribute and func.attr in _GRAPH_MAKING:
+                return None
+            if is_torch(func):
+                todo += reversed(arguments)
+            elif type(func) is ast.Attribute and type(func.value) is ast.Name and is_value(func.value):
+                todo += [*reversed(arguments), func.value]  # a method of the value
+            elif type(func) is ast.Attribute and type(func.value) in _VALUES and all(
+                    (inner := graph_sources(argument, is_torch, is_value)) is not None
+                    and all(type(source) is not ast.Name or is_value(source) for source in inner)
+                    for argument in arguments):
+                todo += [*reversed(arguments), func.value]  # `f(b).sum()`; else `Evaluator(m).score(b)`
+            elif type(func) in (ast.Name, ast.Attribute):
+                found.append(node)  # what another function returns: whether it has a graph, linking tells
+            else:
+                return None
         else:
             return None
+    return found
+
+
+def is_torch_operation(names: frozenset[str]) -> bool:
+    """Whether a callee is one of torch's functions, which compute from their arguments alone."""
+    return any(name.startswith("torch.") and not name.startswith(_NOT_OPERATIONS_OF_TORCH) for name in names)
+
+
+_VALUES = (ast.Call, ast.Subscript, ast.BinOp, ast.UnaryOp)
+# torch's names that make a leaf or a module rather than compute a value from their arguments
+_NOT_OPERATIONS_OF_TORCH = ("torch.nn.parameter.", "torch.nn.Parameter", "torch.autograd.", "torch.func.",
+                            "torch.nn.Module", "torch.enable_grad", "torch.set_grad_enabled")
+_GRAPH_MAKING = frozenset({"requires_grad_", "backward"})  # methods whose result is no plain operation
 
 
 def yields_in(statements: list[ast.stmt]) -> bool:

@@ -161,6 +161,7 @@ class Project:
         self._by_last_name: dict[str, list] = defaultdict(list)  # a callee's last name -> (module, call site)
         self._following = False  # reach is being propagated
         self._self_transforming: Optional[set[str]] = None  # the names of methods that transform `self`
+        self._helper_names: Optional[set[str]] = None  # see `_transforming_helpers`
         self._origins: dict = {}  # import, or (importer, import) when relative -> module
         self.reached: dict[FunctionKey, dict[str, Reacher]] = defaultdict(dict)
         self._queue: deque = deque()
@@ -902,12 +903,23 @@ class Project:
         leads = self._leads
         arguments = _arguments(site) if not site.receiver or self._may_take_self(site) else \
             chain(site.args, site.keywords.values())
+        held = False
         for refs in arguments:
             for ref in refs:
                 found = self._module_of(module, ref)
                 if found is not None and (leads is None or found in leads):
                     return True
-        return False
+                held = held or _attribute_read(ref)
+        # what an object holds (`helper(self.net, x)`, with `self.net` set from what built it) may be
+        # anything: looked into when the callee is named as a helper handing its parameter to a transform
+        return held and any(_last_name(ref) in self._transforming_helpers() for ref in site.callees)
+
+    def _transforming_helpers(self) -> set[str]:
+        """The names of the functions of the loaded modules (when first asked) that hand a parameter
+        to a transform or tracer, directly, in a closure or through other helpers."""
+        if self._helper_names is None:
+            self._helper_names = {called_as(key[1]) for key in self.transformed_parameters()}
+        return self._helper_names
 
     def _may_take_self(self, site) -> bool:
         """Whether the method a call names may trace or transform `self` (`Net().export(x)` with
@@ -1128,7 +1140,12 @@ class Project:
         for callee, name, refs in self._helpers(module, site):
             for (path, mode), inner in self.parameter((callee[1], callee[2], name)).sourced.items():
                 reacher = replace(inner, via=(module, site.span, site.text))
-                for function in self._functions_along(module, refs, path):
+                following, self._following = self._following, True  # what it hands on is on a chain
+                try:
+                    functions = self._functions_along(module, refs, path)
+                finally:
+                    self._following = following
+                for function in functions:
                     self._reach(function, mode, reacher)
 
     def _propagate(self) -> None:
@@ -1550,6 +1567,20 @@ def called_as(function: str) -> str:
     return parts[-2] if parts[-1] == "__init__" and len(parts) > 1 else parts[-1]
 
 
+def made_by(function: str) -> str:
+    """The name a caller spells to call a function or to make it: `called_as`, and for a nested
+    function, the function that defines it (`register` for `register.<locals>.store`: calls of
+    `register(...)` return it, as `@register("mlp")` does)."""
+    return called_as(function) or called_as(function.partition(".<locals>.")[0])
+
+
+def _attribute_read(ref: Ref) -> bool:
+    """Whether a ref reads an attribute of an object (`self.net`, `self.nets[0]`)."""
+    while ref[0] in ("read", "item", "slice", "wrap", "box"):
+        ref = ref[1]
+    return ref[0] == "attr"
+
+
 def _last_name(ref: Ref) -> str:
     """The name a callee ref ends with: `Net` for `pkg.nets.Net`, `export` for `net.export`."""
     if ref[0] in ("imp", "fn", "cls"):
@@ -1636,4 +1667,4 @@ def callee_text(text: str) -> str:
 
 
 __all__ = ["FORWARD", "REVERSE", "DROPS", "MODULE_BODY", "ModuleEntry", "Project", "Reacher", "callee_text",
-           "called_as", "module_name", "module_name_and_root"]
+           "called_as", "made_by", "module_name", "module_name_and_root"]

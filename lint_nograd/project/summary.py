@@ -37,7 +37,9 @@ from lint_nograd.analysis.model import (
     GradState,
     SemanticModel,
     TableVisitor,
+    graph_sources,
     inside_comprehension,
+    is_torch_operation,
     word_offsets,
 )
 from lint_nograd.analysis.region_values import region_cuts_its_values
@@ -992,23 +994,32 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             self._returned_calls.setdefault(self.function, []).append(self._returned_call(node.value))
 
     def _returned_call(self, value: ast.expr | None) -> tuple[Ref, ...]:
-        """The callees whose result a return hands back: `f` for `return f(b)`, `return f(b).mean()`,
-        or `y = f(b)` then `return y` (`y` bound once in the function); () for anything else."""
-        while True:
-            if type(value) is ast.Subscript:
-                value = value.value
-            elif type(value) is ast.Call and type(value.func) is ast.Attribute and not value.keywords \
-                    and all(type(arg) is ast.Constant for arg in value.args) \
-                    and type(value.func.value) in (ast.Call, ast.Name, ast.Subscript):
-                value = value.func.value  # `f(b).mean()`, `y.sum()`: a result of `f`'s, reduced
-            else:
-                break
-        if type(value) is ast.Name:
-            binding = self.scopes.only_binding(value, self.scope)
-            value = binding.value if binding is not None and binding.scope is self.scope else None
-        if type(value) is ast.Call and type(value.func) in (ast.Name, ast.Attribute):
-            return tuple([ref for ref in self.refs(value.func) if _may_run_a_function(ref)])
-        return ()
+        """The callees whose results a return hands back when nothing else in it may have a graph
+        (`graph_sources`): `f` for `return f(b)`, `return f(b).sum() * 2`, or `y = f(b)` then
+        `return (y ** 2).mean()` (`y` bound once in the function); () for anything else."""
+        sources = graph_sources(value, self._is_torch, self._bound_to_call) if value is not None else None
+        if not sources:
+            return ()
+        found: list[Ref] = []
+        for source in sources:
+            if type(source) is ast.Name:
+                if not self._bound_to_call(source):
+                    return ()
+                source = self.scopes.only_binding(source, self.scope).value
+            refs = [ref for ref in self.refs(source.func) if _may_run_a_function(ref)]
+            if not refs:
+                return ()
+            found += refs
+        return tuple(found)
+
+    def _bound_to_call(self, name: ast.Name) -> bool:
+        """Whether a name is bound once in the function being walked, to what a call returns."""
+        binding = self.scopes.only_binding(name, self.scope)
+        return binding is not None and binding.scope is self.scope and type(binding.value) is ast.Call \
+            and type(binding.value.func) in (ast.Name, ast.Attribute)
+
+    def _is_torch(self, func: ast.expr) -> bool:
+        return is_torch_operation(self.scopes.qualified_names(func, self.scope))
 
     def visit_Yield(self, node: ast.Yield) -> None:
         """Calling a generator function returns what holds the values it yields."""

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Optional
 
 from lint_nograd.analysis import torch_names
-from lint_nograd.project.linking import ModuleEntry, Project, called_as, module_name_and_root
+from lint_nograd.project.linking import ModuleEntry, Project, made_by, module_name_and_root
 from lint_nograd.project.summary import ModuleSummary
 from lint_nograd.report import suppression
 from lint_nograd.report.diagnostics import Diagnostic
@@ -359,7 +359,7 @@ class Run:
         found = []
         for module, names in sorted(wanted.items()):
             methods = any("." in name and not name.endswith(".__init__") for name in names)
-            names = {called for name in names if (called := called_as(name))}
+            names = {called for name in names if (called := made_by(name))}
             importers = set(self.importers().get(module, ()))
             for package in _packages(module):  # `from pkg import hvp` re-exported by pkg/__init__.py
                 importers |= self.importers().get(package, set())
