@@ -2,6 +2,7 @@
 reported pattern really misbehaves, and that each suggested replacement really does not."""
 from __future__ import annotations
 
+import ast
 import functools
 import runpy
 import sys
@@ -208,6 +209,47 @@ def test_a_region_is_reported_exactly_where_forward_and_reverse_mode_disagree(na
                 if d.code == "NG004" and start - 1 <= d.row < end]
     assert bool(reported) == (not torch.allclose(forward, reverse)), (forward, reverse)
     assert bool(reported) == name.endswith(("_near_miss", "NearMiss"))
+
+
+VARIED = FIXTURES / "flow_varied_across_calls.py"
+
+
+def _varied_cases(ns: dict) -> dict:
+    """For the function holding each region of flow_varied_across_calls.py, what forward and reverse
+    mode compute where the file transforms it (`drive_with_a_lambda` applies jacfwd itself)."""
+    t = ns["T"]
+
+    def both(function, *arguments, **options):
+        return jacfwd(function, **options)(*arguments), jacrev(function, **options)(*arguments)
+
+    torch.manual_seed(0)
+    spectral, normed = ns["SpectralLinear"](3, 3).double(), ns["InputNormedNearMiss"](3, 3).double()
+    return {
+        "by_time": both(ns["drive"], X, t, argnums=0),
+        "by_time_near_miss": both(ns["drive_near_miss"], X, t, argnums=0),
+        "by_time_in_partial": both(functools.partial(ns["drive_with_partial"], t=t), X),
+        "by_time_from_a_local_near_miss": both(ns["drive_from_a_local_near_miss"], X, t, argnums=0),
+        "by_time_in_lambda": (ns["drive_with_a_lambda"](X, t), ns["drive_with_a_lambda_in_reverse"](X, t)),
+        "spectral_norm": both(spectral, X),
+        "input_norm_near_miss": both(normed, X),
+    }
+
+
+def test_a_region_reached_through_calls_is_reported_exactly_where_what_it_reads_is_varied():
+    """Which parameters a transform varies is carried along calls (analysis/varied.py): a region
+    computing from a time beside the input, a captured constant or the module's weights computes the
+    same in both modes and is not reported; the near-misses hand it the input, and are."""
+    from lint_nograd.report.registry import RULES
+    from lint_nograd.run.engine import check_source
+
+    source = VARIED.read_text()
+    functions = {node.name: node for node in ast.parse(source).body if isinstance(node, ast.FunctionDef)}
+    rows = {d.row for d in check_source(source.encode(), VARIED.name, frozenset(RULES)) if d.code == "NG004"}
+    cases = _varied_cases(runpy.run_path(str(VARIED)))
+    differs = {name for name, (forward, reverse) in cases.items() if not torch.allclose(forward, reverse)}
+    reported = {name for name in cases
+                if any(functions[name].lineno - 1 <= row <= functions[name].end_lineno for row in rows)}
+    assert reported == differs == {name for name in cases if name.endswith("_near_miss")}
 
 
 def test_a_region_that_only_stores_for_logging_computes_the_same_in_both_modes(monkeypatch):

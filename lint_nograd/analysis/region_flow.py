@@ -143,7 +143,7 @@ def _reads(model: SemanticModel, statements: list[ast.AST], scope: Scope) -> lis
             continue
         found.append(node)
         if isinstance(node, ast.Attribute) and (_constant_attribute(model, node, scope)
-                                                or _module_state(model, node, scope)):
+                                                or module_state(model, node, scope)):
             continue
         if isinstance(node, ast.expr) and activity.no_derivative(node, names_of):
             found += [below for below in walk(node) if below is not node
@@ -225,15 +225,16 @@ def _assumed(model: SemanticModel, node: ast.Attribute, scope: Scope) -> tuple[s
     """The attribute names whose stores in this file make `node` a constant or the module's state."""
     if _constant_attribute(model, node, scope):
         return (node.attr,)
-    if _module_state(model, node, scope):
+    if module_state(model, node, scope):
         return (node.attr, node.value.attr) if isinstance(node.value, ast.Attribute) else (node.attr,)
     return ()
 
 
-def _module_state(model: SemanticModel, node: ast.Attribute, scope: Scope) -> bool:
-    """`self.weight` (a parameter or buffer), `self.lin.weight` (anything of a torch submodule)
-    read in a method of the class that makes them in `__init__`, and stores nowhere else in the
-    file: state a transform of the module's call does not differentiate."""
+def module_state(model: SemanticModel, node: ast.Attribute, scope: Scope, submodules: bool = False) -> bool:
+    """`self.weight` (a parameter or buffer), `self.lin.weight` (anything of a torch submodule;
+    with `submodules`, `self.lin` itself) read in a method of the class that makes them in
+    `__init__`, and stores nowhere else in the file: state a transform of the module's call does
+    not differentiate."""
     if not isinstance(node.ctx, ast.Load) or node.attr in _AUTOGRAD_STATE:
         return False
     own = node.value if isinstance(node.value, ast.Attribute) else node  # `self.lin` of `self.lin.weight`
@@ -243,7 +244,23 @@ def _module_state(model: SemanticModel, node: ast.Attribute, scope: Scope) -> bo
     if not (len(bindings) == 1 and bindings[0].node is scope.node.args.args[0]):
         return False
     kinds = _state_attributes(model).get(own.attr)
-    return kinds is not None and kinds.get(scope.parent.node) == ("tensor" if own is node else "module")
+    kind = kinds.get(scope.parent.node) if kinds is not None else None
+    return kind == ("tensor" if own is node else "module") or submodules and own is node and kind == "module"
+
+
+def held_constant(model: SemanticModel, node: ast.Attribute, scope: Scope) -> bool:
+    """`self.<name>` read in a method, that no transform of the module's call differentiates: its
+    state or a submodule (`module_state`), a literal of its class, or what a torch base class
+    makes (`self.weight` of a subclass of `nn.Linear`) when nothing in the file stores the name."""
+    if module_state(model, node, scope, submodules=True) or _constant_attribute(model, node, scope):
+        return True
+    owner = scope.parent
+    if owner is None or not owner.is_class or not _first_parameter(scope, node) or node.attr in _AUTOGRAD_STATE \
+            or model.text is None or "setattr" in model.text or node.attr in _state_attributes(model):
+        return False
+    bases = owner.node.bases
+    return bool(bases) and all(name.startswith("torch.nn.") for base in bases
+                               for name in model.scopes.qualified_names(base, owner.parent) or ("",))
 
 
 def _state_attributes(model: SemanticModel) -> dict[str, dict[ast.ClassDef, str | None] | None]:
@@ -355,7 +372,7 @@ def _reads_only_constants(model: SemanticModel, node: ast.AST, scope: Scope, fou
     if isinstance(node, ast.Attribute):
         if node.attr in _AUTOGRAD_STATE:
             return False
-        if _module_state(model, node, scope):
+        if module_state(model, node, scope):
             found[STATE] = None
         return True
     if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
@@ -402,7 +419,7 @@ def _constant_callee(model: SemanticModel, func: ast.expr, scope: Scope) -> bool
         names = model.scopes.qualified_names(func, scope)
         if names:
             return all(name.startswith(_CONSTANT_MODULES) for name in names)
-        if isinstance(func.value, ast.Attribute) and _module_state(model, func.value, scope):
+        if isinstance(func.value, ast.Attribute) and module_state(model, func.value, scope):
             return True  # `self.weight.norm()`: a method of a tensor
         base = func.value
         while isinstance(base, (ast.Attribute, ast.Subscript, ast.Call)):

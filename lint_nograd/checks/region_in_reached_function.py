@@ -147,11 +147,13 @@ def modes_that_cannot_matter(region: Region, project: Project | None = None,
     modes = set()
     if region.inputs:
         key = (module, region.function)
-        varied = set(region.inputs)
-        if STATE in varied and not project.differentiates_state(module):
-            varied.discard(STATE)  # `self.weight`: a transform of the module's call holds it constant
-        modes.update(mode for mode in (FORWARD, REVERSE)
-                     if not varied or varied <= project.constant_params(key, mode))
+        inputs = set(region.inputs)
+        if STATE in inputs and not project.differentiates_state(module):
+            inputs.discard(STATE)  # `self.weight`: a transform of the module's call holds it constant
+        for mode in (FORWARD, REVERSE):
+            varied = project.varied_params(key, mode)  # (never the module's state)
+            if not inputs or STATE not in inputs and varied is not None and not inputs & varied:
+                modes.add(mode)
     if region.local_only and project.traced_only_for_gradients((module, region.function)):
         modes.add(DROPS)  # make_fx of a training step records the backward eager mode ran
     return frozenset(modes) | cut_after

@@ -19,6 +19,7 @@ from typing import NamedTuple, Optional
 
 from lint_nograd.analysis import entry_points, library
 from lint_nograd.analysis.entry_points import DROPS, FORWARD, REVERSE
+from lint_nograd.analysis.varied import CAPTURED, UNKNOWN
 from lint_nograd.project.summary import (
     ANY_ATTRIBUTE,
     MODULE_BODY,
@@ -40,6 +41,8 @@ Value = tuple  # ("F", module, function, bound) ("C", module, class) ("I", modul
 #               ("B", value): a container holding value; ("S", module, class): `super()` in a method of class;
 #               ("K", value): a function a decorator's wrapper runs
 FunctionKey = tuple[str, str]  # (module, function)
+EVERY = frozenset({UNKNOWN})  # every parameter may be varied
+_CAPTURED = frozenset({CAPTURED})
 _MAX_DEPTH = 24
 _MAX_ROUNDS = 4  # a cycle of refs is resolved again at most so often, until it finds no more
 _NO_CYCLE = 1 << 30  # `Project._low` when no open ref was met
@@ -164,6 +167,9 @@ class Project:
         self._helper_names: Optional[set[str]] = None  # see `_transforming_helpers`
         self._origins: dict = {}  # import, or (importer, import) when relative -> module
         self.reached: dict[FunctionKey, dict[str, Reacher]] = defaultdict(dict)
+        self._varied: dict[tuple[FunctionKey, str], frozenset[str]] = {}  # see `_reach`, `varied_params`
+        self._state_varies: dict[str, bool] = {}  # `_state_of`, by module
+        self._state_still: Optional[bool] = None  # `varied_params`: what `_state_of` said holds
         self._queue: deque = deque()
         self._reported_in: Optional[tuple[frozenset[str], dict]] = None
         self._flow: _FlowFacts | None = None  # the flow rule's facts, read once after linking
@@ -1121,18 +1127,35 @@ class Project:
             self._uses[module] = uses
         return self._uses[module]
 
-    def _reach(self, function: Value, mode: str, reacher: Reacher) -> None:
+    def _reach(self, function: Value, mode: str, reacher: Reacher, varied: frozenset[str] = EVERY) -> None:
+        """`function` runs under a transform or tracer in `mode`, its parameters `varied` varied by it
+        (the union over the chains reaching it): followed again when either grows."""
         key = (function[1], function[2])
-        if _rather(self.reached[key].get(mode), reacher):  # at most twice a mode: export, then not
+        better = _rather(self.reached[key].get(mode), reacher)  # at most twice a mode: export, then not
+        if better:
             self.reached[key][mode] = reacher
-            self._queue.append((key, mode))
+        known = self._varied.get((key, mode))
+        if known is None or not varied <= known:
+            self._varied[(key, mode)] = varied if known is None else known | varied
+        elif not better:
+            return
+        self._queue.append((key, mode))
 
     def _seed(self, module: str, source) -> None:
         if source.receivers and not any(self.is_tracer(v) for v in self._values(module, source.receivers)):
             return
+        # `f` or `partial(f, w)` as written: `g` bound to `partial(f, w)` shifts the arguments
+        partial = source.selection is not None and source.selection[0]
+        direct = all(v[0] == "W" and v[1][0] == "F" if partial else v[0] == "F"
+                     for v in self._values(module, source.targets))
         for function in self._functions(module, source.targets):
+            called = self.function((function[1], function[2]))
+            constant = constant_params(source.selection if direct else None, called, function[3])
+            params = called.params[1:] if function[3] and not self._state_of(function[1]) else called.params
+            # what the transform is given is varied (not the object of a method); what the function captures is not
+            varied = frozenset(name for name in (*params, *called.kwonly) if name not in constant)
             for mode in source.modes:
-                self._reach(function, mode, _reacher(mode, module, source))
+                self._reach(function, mode, _reacher(mode, module, source), varied)
 
     def _seed_helper_call(self, module: str, site) -> None:
         """`hvp(energy, x, v)` with `def hvp(f, x, v): return jvp(grad(f), ...)` reaches `energy`
@@ -1145,8 +1168,10 @@ class Project:
                     functions = self._functions_along(module, refs, path)
                 finally:
                     self._following = following
-                for function in functions:
-                    self._reach(function, mode, reacher)
+                for function in functions:  # what the helper's transform is given: its arguments, not its object
+                    called = self.function((function[1], function[2]))
+                    params = called.params[1:] if function[3] and not self._state_of(function[1]) else called.params
+                    self._reach(function, mode, reacher, frozenset((*params, *called.kwonly)))
 
     def _propagate(self) -> None:
         self._following = True  # what attributes hold is looked for only along a chain
@@ -1162,8 +1187,10 @@ class Project:
             function = self.function(key)
             reacher = self.reached[key][mode]
             onward = reacher if reacher.through else replace(reacher, through=key)
+            varied = self._varied[(key, mode)]
+            passed = self._passed_varied(key, function, varied) if varied != EVERY else {}
             for callee in self._functions(module, function.calls):
-                self._reach(callee, mode, onward)
+                self._reach(callee, mode, onward, passed.get((callee[1], callee[2]), EVERY))
             for source in function.sources:  # an inner transform runs its function under this one too
                 for callee in self._functions(module, source.targets):
                     self._reach(callee, mode, onward)
@@ -1181,6 +1208,34 @@ class Project:
                     for path in use.called | {path for path, _ in use.sourced}:
                         for passed in self._functions_along(module, refs, path):
                             self._reach(passed, mode, onward)
+
+    def _passed_varied(self, key: FunctionKey, function: Function, varied: frozenset[str]) -> dict:
+        """For each function `key` calls, the parameters its calls vary, given those of `key` that
+        are varied (`analysis/varied.py`); a callee missing here may have any varied."""
+        module = key[0]
+        found: dict[FunctionKey, frozenset[str]] = {}
+        summary = self.summary(module)
+        for passing in function.passes:
+            for value in self._values(module, passing.callees):
+                for callee, mapped in self._runs_mapped(value):
+                    called = self.function((callee[1], callee[2]))
+                    given = _varied_by(passing, called, callee[3], varied, self._state_of(callee[1])) \
+                        if mapped and called else EVERY
+                    if callee[2] in summary.lambdas or "<locals>" in callee[2]:
+                        given |= _CAPTURED  # a closure: what it captures may be varied
+                    found[(callee[1], callee[2])] = found.get((callee[1], callee[2]), frozenset()) | given
+        return found
+
+    def _runs_mapped(self, value: Value) -> Iterator[tuple[Value, bool]]:
+        """The functions calling `value` runs (`runs`), and whether they take the call's arguments
+        as it passes them: not a forward hook, nor what a decorator's wrapper runs."""
+        if value[0] in ("W", "B"):  # `DataParallel(net)(x)`, `nn.Sequential(a, b)(x)`: each takes x (or what follows)
+            yield from self._runs_mapped(value[1])
+            return
+        hooks = () if value[0] != "I" else {hook for hooks in self._member(value[1], value[2], library.HOOKS_ATTRIBUTE,
+                                                                           True, set()) for hook in self.runs(hooks)}
+        for function in self.runs(value):
+            yield function, value[0] in ("F", "I") and function not in hooks
 
     # -- grad mode carried across calls ----------------------------------------------------------------
 
@@ -1317,17 +1372,25 @@ class Project:
     # -- the flow rule: what the whole project says of whether a region can change a result ----------
     # Read once, after linking, from the modules linking loaded (later loads change no answer).
 
-    def constant_params(self, key: FunctionKey, mode: str) -> frozenset[str]:
-        """The parameters of a function that no transform reaching it in `mode` differentiates: it
-        must be reached only directly (no reached function calls it or hands it on), and each
-        transform applied to it must leave them out (`argnums`, `functools.partial`, in its module)."""
-        reacher = self.reached.get(key, {}).get(mode)
-        if reacher is None or reacher.through is not None or reacher.via is not None:
-            return frozenset()
-        facts = self._flow_facts()
-        if key in facts.mentioned.get(mode, ()):
-            return frozenset()  # reached through a caller, which passes what it is given
-        return facts.constant.get((key, mode), frozenset())
+    def varied_params(self, key: FunctionKey, mode: str) -> Optional[frozenset[str]]:
+        """The parameters of a function that the transforms reaching it in `mode` may vary: what
+        each transform differentiates (`argnums`, `functools.partial`), carried along every chain
+        of calls by what each argument depends on (`analysis/varied.py`); None when any may be."""
+        varied = self._varied.get((key, mode))
+        if varied is None or UNKNOWN in varied:
+            return None
+        if self._state_still is None:  # a module loaded since may differentiate a state taken as constant
+            self._state_still = all(not self.differentiates_state(module)
+                                    for module, varies in self._state_varies.items() if not varies)
+        return varied if self._state_still else None
+
+    def _state_of(self, module: str) -> bool:
+        """Whether the project may differentiate the state of `module`'s classes, as far as the
+        modules loaded so far tell (`differentiates_state`): their objects are then varied."""
+        varies = self._state_varies.get(module)
+        if varies is None:
+            varies = self._state_varies[module] = self.differentiates_state(module)
+        return varies
 
     def stored_elsewhere(self, module: str, attributes: Sequence[str]) -> bool:
         """Whether a loaded module other than `module` may store into one of these attribute names
@@ -1383,26 +1446,9 @@ class Project:
         if self._flow is None:
             facts = _FlowFacts()
             for module in self.loaded():
-                for name, function in self.summary(module).functions.items():
-                    refs = [*function.calls,
-                            *(ref for site in function.call_sites for refs in _arguments(site) for ref in refs)]
-                    modes = self.reached.get((module, name), {})
-                    if modes:
-                        mentioned = {(v[1], v[2]) for v in self._functions(module, refs)}
-                        for mode in modes:
-                            facts.mentioned.setdefault(mode, set()).update(mentioned)
+                for function in self.summary(module).functions.values():
                     for source in function.sources:
                         targets = self._functions(module, source.targets)
-                        # `f` or `partial(f, w)` as written: `g` bound to `partial(f, w)` shifts the arguments
-                        partial = source.selection is not None and source.selection[0]
-                        direct = all(v[0] == "W" and v[1][0] == "F" if partial else v[0] == "F"
-                                     for v in self._values(module, source.targets))
-                        for value in targets:
-                            params = constant_params(source.selection if direct else None,
-                                                     self.function((value[1], value[2])), value[3])
-                            for mode in source.modes:
-                                key = ((value[1], value[2]), mode)
-                                facts.constant[key] = facts.constant[key] & params if key in facts.constant else params
                         if DROPS in source.modes and not (source.gradient_step and targets):
                             facts.plain_tracings += [(value[1], value[2]) for value in targets] or [None]
             self._flow = facts
@@ -1489,8 +1535,6 @@ class Project:
 class _FlowFacts:
     """What the flow rule reads of the linked project (see `Project._flow_facts`)."""
 
-    constant: dict = field(default_factory=dict)  # (function, mode) -> params no transform applied to it differentiates
-    mentioned: dict = field(default_factory=dict)  # mode -> functions a function reached in it calls or hands on
     plain_tracings: list = field(default_factory=list)  # what tracers that are no gradient step run (None: unknown)
     traced_plainly: set | None = None  # the functions they reach (None: not followed yet)
     reads: set | None = None  # the attribute names reached code loads (None: not followed yet)
@@ -1565,6 +1609,29 @@ def called_as(function: str) -> str:
     if "<locals>" in parts or not all(part.isidentifier() for part in parts):
         return ""
     return parts[-2] if parts[-1] == "__init__" and len(parts) > 1 else parts[-1]
+
+
+def _varied_by(passing, function: Function, bound: bool, varied: frozenset[str], state: bool) -> frozenset[str]:
+    """The parameters of `function` that a call passes a varied value to (`analysis/varied.py`);
+    with `state`, the object of a method too (its parameters may be differentiated)."""
+    if passing.args is None:
+        return EVERY
+
+    def varies(dependence) -> bool:
+        return any(token == UNKNOWN or token in varied for token in dependence)
+
+    found = set()
+    params = function.params
+    if bound and params and (state or varies(passing.receiver)):
+        found.add(params[0])  # the object a method is called on
+    positional = params[1:] if bound else params
+    for index, dependence in enumerate(passing.args):
+        if varies(dependence):
+            found.add(positional[index] if index < len(positional) else UNKNOWN)  # (else into `*args`)
+    for name, dependence in passing.keywords.items():
+        if varies(dependence):
+            found.add(name if name in params or name in function.kwonly else UNKNOWN)
+    return frozenset(found)
 
 
 def made_by(function: str) -> str:

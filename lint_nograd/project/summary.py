@@ -30,7 +30,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Optional
 
-from lint_nograd.analysis import entry_points, guards, library, region_flow, torch_names, trace_uses
+from lint_nograd.analysis import entry_points, guards, library, region_flow, torch_names, trace_uses, varied
 from lint_nograd.analysis.model import (
     CALLER_STATE,
     MODULE_STATE,
@@ -44,6 +44,7 @@ from lint_nograd.analysis.model import (
 )
 from lint_nograd.analysis.region_values import region_cuts_its_values
 from lint_nograd.analysis.scopes import COMPREHENSION_NODES, Binding, Scope, walk
+from lint_nograd.analysis.varied import Dependence
 
 Ref = tuple
 MODULE_BODY = ""  # the name under which the module's own code is summarised, like a function's
@@ -97,6 +98,17 @@ class CallSite:
 
 
 @dataclass(slots=True)
+class Passing:
+    """A call of the project's code and the parameters of the caller each argument depends on
+    (`analysis/varied.py`), for which parameters of the callee a transform varies."""
+
+    callees: tuple[Ref, ...]
+    args: Optional[tuple[Dependence, ...]]  # None: the arguments cannot be told apart (`*args`, `checkpoint(f, x)`)
+    keywords: dict[str, Dependence]
+    receiver: Dependence  # what the callee is looked up on: `self` of a method, the module called
+
+
+@dataclass(slots=True)
 class RegionCall:
     """A call made inside a grad-disabled region: what it runs runs in the region's mode, through
     every call it makes in turn."""
@@ -139,6 +151,7 @@ class Function:
     # each return not computed in a region hands back what a call returns (`return evaluate(b)`, `y = f(b);
     # return y`): what those callees are; the function has no graph to give if each of them has none
     returns_through: tuple[Ref, ...] = ()
+    passes: list[Passing] = field(default_factory=list)  # each call of the project's code, with its arguments
 
 
 @dataclass(slots=True)
@@ -214,6 +227,9 @@ class ModuleSummary:
             return {"callees": c.callees, "api": c.api, "inference": c.inference, "span": span(c.span),
                     "text": c.text, "region": span(c.region)}
 
+        def passing(c):
+            return [c.callees, c.args, c.keywords, c.receiver]
+
         def applied(a):
             return {"transform": a.transform, "functional": a.functional, "span": span(a.span), "text": a.text,
                     "grad_enabled": a.grad_enabled}
@@ -225,7 +241,8 @@ class ModuleSummary:
                                  "reads": f.reads, "region_calls": [region_call(c) for c in f.region_calls],
                                  "applied": [applied(a) for a in f.applied], "guarded": f.guarded,
                                  "shielded": f.shielded,
-                                 "sets_grad_mode": f.sets_grad_mode, "returns_through": f.returns_through}
+                                 "sets_grad_mode": f.sets_grad_mode, "returns_through": f.returns_through,
+                                 "passes": [passing(c) for c in f.passes]}
                           for name, f in self.functions.items()},
             "classes": {name: {"bases": c.bases, "methods": c.methods, "attributes": c.attributes}
                         for name, c in self.classes.items()},
@@ -277,6 +294,11 @@ class ModuleSummary:
         def applied(d):
             return Applied(d["transform"], d["functional"], span(d["span"]), d["text"], d["grad_enabled"])
 
+        def passing(d):
+            callees, args, keywords, receiver = d
+            return Passing(refs(callees), None if args is None else tuple(tuple(a) for a in args),
+                           {k: tuple(v) for k, v in keywords.items()}, tuple(receiver))
+
         functions = {name: Function(tuple(f["params"]), tuple(f["kwonly"]), refs(f["calls"]),
                                     [call_site(c) for c in f["call_sites"]], [source(s) for s in f["sources"]],
                                     span(f["returns_region"]), f["returns_api"],
@@ -284,7 +306,8 @@ class ModuleSummary:
                                     [region_call(c) for c in f.get("region_calls", ())],
                                     [applied(a) for a in f.get("applied", ())], refs(f.get("guarded", ())),
                                     refs(f.get("shielded", ())), bool(f.get("sets_grad_mode", False)),
-                                    refs(f.get("returns_through", ())))
+                                    refs(f.get("returns_through", ())),
+                                    [passing(c) for c in f.get("passes", ())])
                      for name, f in data["functions"].items()}
         classes = {name: Class(tuple(refs(b) for b in c["bases"]), dict(c["methods"]),
                                {k: refs(v) for k, v in c["attributes"].items()})
@@ -499,6 +522,8 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         self._scope_uses: dict[ast.AST, trace_uses.ScopeUses] = {}  # for what tracers' results are made for
         self._scope_events: dict[ast.AST, guards.ScopeEvents] = {}  # `guards.skipped_by`, once a scope
         self._region_guards: dict[ast.AST, dict[int, str]] = {}  # `guards.region_guards`, once a function
+        self._dependences: dict[ast.AST, varied.ParameterDependence] = {}  # by function, for `_passing`
+        self._states: dict = {}  # shared by `_dependences`
 
     def run(self) -> ModuleSummary:
         self._visit_all(self.model.module.body)
@@ -1003,9 +1028,9 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         found: list[Ref] = []
         for source in sources:
             if type(source) is ast.Name:
-                if not self._bound_to_call(source):
+                source = self._call_bound_to(source)
+                if source is None:
                     return ()
-                source = self.scopes.only_binding(source, self.scope).value
             refs = [ref for ref in self.refs(source.func) if _may_run_a_function(ref)]
             if not refs:
                 return ()
@@ -1013,10 +1038,13 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         return tuple(found)
 
     def _bound_to_call(self, name: ast.Name) -> bool:
-        """Whether a name is bound once in the function being walked, to what a call returns."""
+        return self._call_bound_to(name) is not None
+
+    def _call_bound_to(self, name: ast.Name) -> Optional[ast.Call]:
+        """The call whose result a name is bound to, once, in the function being walked."""
         binding = self.scopes.only_binding(name, self.scope)
-        return binding is not None and binding.scope is self.scope and type(binding.value) is ast.Call \
-            and type(binding.value.func) in (ast.Name, ast.Attribute)
+        value = binding.value if binding is not None and binding.scope is self.scope else None
+        return value if type(value) is ast.Call and type(value.func) in (ast.Name, ast.Attribute) else None
 
     def _is_torch(self, func: ast.expr) -> bool:
         return is_torch_operation(self.scopes.qualified_names(func, self.scope))
@@ -1231,6 +1259,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         elif type(func) is ast.Attribute and func.attr in library.REGISTERS_HOOK and node.args:
             self._hook(func.value, node.args[0])
         callees = self.refs(func)
+        mediated = False  # a library function calls the callee, with arguments of its own
         builtin = self._builtin(func, self.scope) if not callees else frozenset()
         if not callees and not builtin and not (isinstance(func, ast.Attribute) and func.attr == "trace"):
             return  # most calls of what is neither the project's nor PyTorch's: `len(x)`, `x.append(y)`
@@ -1262,6 +1291,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             argument = library.argument_of(library.CALLS_ARGUMENT, names)
             if argument is not None:  # `checkpoint(block, x)`, `functional_call(net, params, x)` call it
                 callees = self.refs(_first_argument(node, *argument))
+                mediated = True
         elif isinstance(func, ast.Attribute) and func.attr == "trace":
             receivers = self.refs(func.value)  # `Tracer().trace(model)`, checked when linked
             if receivers:
@@ -1278,6 +1308,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         calls = self._calls[self.function]
         for ref in callees:
             calls[ref] = None
+        self._passing(node, callees, mediated)
         self._mode_of_call(callees, node)
         if self.dual_level:  # `f(dual)` inside `with dual_level():` runs `f` in forward mode
             self._add_source("dual_level", (entry_points.FORWARD,), callees, node)
@@ -1288,6 +1319,28 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             span = span_of(node, self.lines)
             self.functions[self.function].call_sites.append(CallSite(callees, args, keywords, span, _short(span),
                                                                      receiver))
+
+    def _passing(self, node: ast.Call, callees: tuple[Ref, ...], mediated: bool) -> None:
+        """Record which parameters of the function each argument of a call depends on (for a
+        call that may run the project's code: not one of torch's, which the project is not)."""
+        if all(ref[0] == "imp" and ref[1].startswith(_LIBRARIES) for ref in callees):
+            return
+        scope = self.scope
+        if type(scope.node) not in _FUNCTION_KINDS:  # no transform reaches the module's or a class's body
+            if type(scope.node) in COMPREHENSION_NODES:  # (its variables may be anything)
+                self.functions[self.function].passes.append(Passing(callees, None, {}, (varied.UNKNOWN,)))
+            return
+        dependence = self._dependences.get(scope.node)
+        if dependence is None:
+            dependence = self._dependences[scope.node] = varied.ParameterDependence(self.model, scope, self._states)
+        func = node.func
+        receiver = dependence.of(func.value if type(func) is ast.Attribute else func)
+        if mediated or any(k.arg is None for k in node.keywords) or any(type(arg) is ast.Starred for arg in node.args):
+            args, keywords = None, {}
+        else:
+            args = tuple([dependence.of(arg) for arg in node.args])
+            keywords = {k.arg: dependence.of(k.value) for k in node.keywords}
+        self.functions[self.function].passes.append(Passing(callees, args, keywords, receiver))
 
     def _grad_mode_of_wrapper(self, call: ast.Call, scope: Scope) -> Optional[tuple[str, bool]]:
         """(api, inference) for `torch.no_grad()(f)`, `torch.inference_mode()(f)`,
@@ -1660,6 +1713,10 @@ def _root(ref: Ref) -> Ref:
     while ref[0] in ("attr", "call", "inst", "box", "item", "wrap", "slice"):
         ref = ref[1]
     return ref
+
+
+_FUNCTION_KINDS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+_LIBRARIES = ("torch.", "functorch.", "numpy.", "math.", "builtins.", "einops.", "typing.", "collections.")
 
 
 def _may_run_a_function(ref: Ref) -> bool:
