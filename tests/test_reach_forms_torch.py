@@ -20,7 +20,7 @@ from lint_nograd import cli  # noqa: E402
 
 PROJECTS = Path(__file__).parent / "fixtures" / "projects"
 FORMS = ("annotations", "builtin_calls", "generators", "grad_mode_call_form", "guards", "parameter_methods", "registries",
-         "star_imports")
+         "star_imports", "virtual_methods")
 X = torch.tensor([1.0, 2.0, 4.0], dtype=torch.float64)
 
 

@@ -42,6 +42,7 @@ Value = tuple  # ("F", module, function, bound) ("C", module, class) ("I", modul
 #               ("K", value): a function a decorator's wrapper runs
 FunctionKey = tuple[str, str]  # (module, function)
 EVERY = frozenset({UNKNOWN})  # every parameter may be varied
+ANY_OBJECT = frozenset({None})  # a method runs on an object of any class
 _CAPTURED = frozenset({CAPTURED})
 _MAX_DEPTH = 24
 _MAX_ROUNDS = 4  # a cycle of refs is resolved again at most so often, until it finds no more
@@ -168,6 +169,7 @@ class Project:
         self._origins: dict = {}  # import, or (importer, import) when relative -> module
         self.reached: dict[FunctionKey, dict[str, Reacher]] = defaultdict(dict)
         self._varied: dict[tuple[FunctionKey, str], frozenset[str]] = {}  # see `_reach`, `varied_params`
+        self._receivers: dict[tuple[FunctionKey, str], frozenset] = {}  # see `_reach`, `_dispatched`
         self._state_varies: dict[str, bool] = {}  # `_state_of`, by module
         self._state_still: Optional[bool] = None  # `varied_params`: what `_state_of` said holds
         self._queue: deque = deque()
@@ -1127,19 +1129,23 @@ class Project:
             self._uses[module] = uses
         return self._uses[module]
 
-    def _reach(self, function: Value, mode: str, reacher: Reacher, varied: frozenset[str] = EVERY) -> None:
-        """`function` runs under a transform or tracer in `mode`, its parameters `varied` varied by it
-        (the union over the chains reaching it): followed again when either grows."""
+    def _reach(self, function: Value, mode: str, reacher: Reacher, varied: frozenset[str] = EVERY,
+               receivers: frozenset = ANY_OBJECT) -> None:
+        """`function` runs under a transform or tracer in `mode`, its parameters `varied` varied by it,
+        on objects of the classes `receivers` when it is a method (the unions over the chains
+        reaching it): followed again when any grows."""
         key = (function[1], function[2])
         better = _rather(self.reached[key].get(mode), reacher)  # at most twice a mode: export, then not
         if better:
             self.reached[key][mode] = reacher
-        known = self._varied.get((key, mode))
-        if known is None or not varied <= known:
-            self._varied[(key, mode)] = varied if known is None else known | varied
-        elif not better:
-            return
-        self._queue.append((key, mode))
+        grew = better
+        for found, more in ((self._varied, varied), (self._receivers, receivers)):
+            known = found.get((key, mode))
+            if known is None or not more <= known:
+                found[(key, mode)] = more if known is None else known | more
+                grew = True
+        if grew:
+            self._queue.append((key, mode))
 
     def _seed(self, module: str, source) -> None:
         if source.receivers and not any(self.is_tracer(v) for v in self._values(module, source.receivers)):
@@ -1148,14 +1154,14 @@ class Project:
         partial = source.selection is not None and source.selection[0]
         direct = all(v[0] == "W" and v[1][0] == "F" if partial else v[0] == "F"
                      for v in self._values(module, source.targets))
-        for function in self._functions(module, source.targets):
+        for function, receivers in self._dispatched(module, source.targets):
             called = self.function((function[1], function[2]))
             constant = constant_params(source.selection if direct else None, called, function[3])
             params = called.params[1:] if function[3] and not self._state_of(function[1]) else called.params
             # what the transform is given is varied (not the object of a method); what the function captures is not
             varied = frozenset(name for name in (*params, *called.kwonly) if name not in constant)
             for mode in source.modes:
-                self._reach(function, mode, _reacher(mode, module, source), varied)
+                self._reach(function, mode, _reacher(mode, module, source), varied, receivers)
 
     def _seed_helper_call(self, module: str, site) -> None:
         """`hvp(energy, x, v)` with `def hvp(f, x, v): return jvp(grad(f), ...)` reaches `energy`
@@ -1189,8 +1195,8 @@ class Project:
             onward = reacher if reacher.through else replace(reacher, through=key)
             varied = self._varied[(key, mode)]
             passed = self._passed_varied(key, function, varied) if varied != EVERY else {}
-            for callee in self._functions(module, function.calls):
-                self._reach(callee, mode, onward, passed.get((callee[1], callee[2]), EVERY))
+            for callee, receivers in self._dispatched(module, function.calls, key, self._receivers[(key, mode)]):
+                self._reach(callee, mode, onward, passed.get((callee[1], callee[2]), EVERY), receivers)
             for source in function.sources:  # an inner transform runs its function under this one too
                 for callee in self._functions(module, source.targets):
                     self._reach(callee, mode, onward)
@@ -1208,6 +1214,61 @@ class Project:
                     for path in use.called | {path for path, _ in use.sourced}:
                         for passed in self._functions_along(module, refs, path):
                             self._reach(passed, mode, onward)
+
+    def _dispatched(self, module: str, refs: Iterable[Ref], caller: Optional[FunctionKey] = None,
+                    receivers: frozenset = ANY_OBJECT) -> list[tuple[Value, frozenset]]:
+        """The functions calling `refs` runs (`_functions`), each with the classes of the object it
+        runs on when it is a method (ANY_OBJECT when unknown). A method of `self` in a method
+        `caller` runs on the objects `caller` runs on: `self.energy(q)` in `Base.forward` runs the
+        `energy` of each class whose objects reach `forward` (a subclass's override). A variable
+        of an enclosing function takes what the calls of that function pass (`net` in
+        `def make_energy(net): def energy(q): return net(q)`)."""
+        own = self._method_class(caller) if caller is not None else None
+        known = [cls for cls in receivers if cls is not None]
+        found: list[tuple[Value, frozenset]] = []
+        for ref in refs:
+            on_self = own is not None and ref[0] == "attr" and ref[1] == ("inst", ("cls", own))
+            if on_self and known:  # dispatched on the object's class
+                found += [(function, frozenset({cls})) for cls in known
+                          for member in self._member(*cls, ref[2], True, set()) for function in self.runs(member)]
+                if None not in receivers:
+                    continue
+            objects = ANY_OBJECT
+            if on_self:
+                objects = receivers
+            elif ref[0] == "attr":
+                bases = self.resolve(module, ref[1])
+                if bases and all(base[0] == "I" for base in bases):
+                    objects = frozenset((base[1], base[2]) for base in bases)
+            values = self.resolve(module, ref)
+            if caller is not None and any(value[0] == "P" for value in values):
+                values = [passed for value in values
+                          for passed in (self._passed_on(value, set()) if value[0] == "P"
+                                         and self._encloses(module, value[2], caller[1]) else (value,))]
+            for value in values:
+                of = frozenset({(value[1], value[2])}) if value[0] == "I" else objects
+                found += [(function, of) for function in self.runs(value)]
+        return found
+
+    def _method_class(self, key: FunctionKey) -> Optional[str]:
+        """The class `key` is a method of (its name in the module), or None."""
+        owner, _, method = key[1].rpartition(".")
+        summary = self.summary(key[0])
+        info = summary.classes.get(owner) if summary and owner else None
+        return owner if info is not None and info.methods.get(method) == key[1] else None
+
+    def _encloses(self, module: str, outer: str, inner: str) -> bool:
+        """Whether the function `inner` is written inside the function `outer` (a closure of it)."""
+        lambdas = self.summary(module).lambdas
+        for _ in range(_MAX_DEPTH):
+            if inner.startswith(outer + ".<locals>."):
+                return True
+            inner = lambdas.get(inner, "")
+            if inner == outer:
+                return True
+            if not inner:
+                return False
+        return False
 
     def _passed_varied(self, key: FunctionKey, function: Function, varied: frozenset[str]) -> dict:
         """For each function `key` calls, the parameters its calls vary, given those of `key` that
@@ -1311,10 +1372,10 @@ class Project:
                                                        if self._may_transform(module, site)
                                                        and self._passes_a_lead(module, site)])]
             groups = [calls] if len(calls) > _MAX_CALLS_FOLLOWED_ALONE else [[call] for call in calls]
-            whole = (self.reached, self._queue)
+            whole = (self.reached, self._queue, self._varied, self._receivers)
             try:
                 for group in groups:
-                    self.reached, self._queue = defaultdict(dict), deque()
+                    self.reached, self._queue, self._varied, self._receivers = defaultdict(dict), deque(), {}, {}
                     for module, call in group:
                         if isinstance(call, Source):
                             self._seed(module, call)
@@ -1323,7 +1384,7 @@ class Project:
                     self._propagate()
                     self._report_reached(given, found)
             finally:
-                self.reached, self._queue = whole
+                self.reached, self._queue, self._varied, self._receivers = whole
             self._reported_in = (given, dict(found))
         return self._reported_in[1]
 
