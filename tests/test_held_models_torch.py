@@ -1,5 +1,6 @@
-"""Models held by objects and built from a registry a package fills as it is imported
-(projects/held_models): `Divergence(net)` hands `self.net` to a helper applying `jacfwd`. Each
+"""Models held by objects, built from a registry a package fills as it is imported, or handed
+back by a function (projects/held_models): `Divergence(net)` hands `self.net` to a helper
+applying `jacfwd`, `prepare(net)` returns `net.eval()`. Each
 function of `pkg/train.py` returns what its objective computes in forward and in reverse mode:
 `check` reports a region exactly when the two differ, and never a region only run eagerly."""
 from __future__ import annotations
@@ -16,7 +17,7 @@ from lint_nograd import cli  # noqa: E402
 PROJECT = Path(__file__).parent / "fixtures" / "projects" / "held_models"
 # each function of pkg/train.py, and the region its objective's transform reaches (None: no region)
 REACHES = {"held": "pkg/models.py:7", "held_from_a_registry": "pkg/zoo/mlp.py:10",
-           "held_from_a_registry_without_region": None}
+           "held_from_a_registry_without_region": None, "prepared": "pkg/models.py:28"}
 
 
 def test_reported_exactly_where_forward_and_reverse_mode_differ(capsys, monkeypatch):
@@ -30,6 +31,7 @@ def test_reported_exactly_where_forward_and_reverse_mode_differ(capsys, monkeypa
         x = torch.tensor([1.0, 2.0, 4.0], dtype=torch.float64)
         differs = {name: not torch.allclose(*getattr(train, name)(x.clone())) for name in REACHES}
         train.monitored(x)  # the look-alikes' regions run, eagerly
+        train.prepared_eagerly(x)
     finally:
         for name in [name for name in sys.modules if name == "pkg" or name.startswith("pkg.")]:
             del sys.modules[name]

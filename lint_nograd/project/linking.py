@@ -882,9 +882,9 @@ class Project:
         """Compute the reach of every transform and tracer of `modules`, and of the helpers they call."""
         modules = sorted(module for module in modules if self.summary(module) is not None)
         for module in modules:  # in a fixed order: the first reacher of a function does not depend on the run
-            for function in self.summary(module).functions.values():
+            for name, function in self.summary(module).functions.items():
                 for source in function.sources:
-                    self._seed(module, source)
+                    self._seed(module, source, name)
                 for site in function.call_sites:
                     if self._may_transform(module, site) and self._passes_a_lead(module, site):
                         self._seed_helper_call(module, site)
@@ -1147,14 +1147,14 @@ class Project:
         if grew:
             self._queue.append((key, mode))
 
-    def _seed(self, module: str, source) -> None:
+    def _seed(self, module: str, source, function: str) -> None:
         if source.receivers and not any(self.is_tracer(v) for v in self._values(module, source.receivers)):
             return
         # `f` or `partial(f, w)` as written: `g` bound to `partial(f, w)` shifts the arguments
         partial = source.selection is not None and source.selection[0]
         direct = all(v[0] == "W" and v[1][0] == "F" if partial else v[0] == "F"
                      for v in self._values(module, source.targets))
-        for function, receivers in self._dispatched(module, source.targets):
+        for function, receivers in self._dispatched(module, source.targets, (module, function)):
             called = self.function((function[1], function[2]))
             constant = constant_params(source.selection if direct else None, called, function[3])
             params = called.params[1:] if function[3] and not self._state_of(function[1]) else called.params
@@ -1220,9 +1220,11 @@ class Project:
         """The functions calling `refs` runs (`_functions`), each with the classes of the object it
         runs on when it is a method (ANY_OBJECT when unknown). A method of `self` in a method
         `caller` runs on the objects `caller` runs on: `self.energy(q)` in `Base.forward` runs the
-        `energy` of each class whose objects reach `forward` (a subclass's override). A variable
-        of an enclosing function takes what the calls of that function pass (`net` in
-        `def make_energy(net): def energy(q): return net(q)`)."""
+        `energy` of each class whose objects reach `forward` (a subclass's override). A parameter
+        of another function (a callee returning it, `def prepare(m): return m.eval()`) or of an
+        enclosing one (`net` in `def make_energy(net): def energy(q): return net(q)`) takes what
+        the calls of that function pass; what `caller`'s own parameters take, the call reaching
+        it tells (`parameter`)."""
         own = self._method_class(caller) if caller is not None else None
         known = [cls for cls in receivers if cls is not None]
         found: list[tuple[Value, frozenset]] = []
@@ -1242,13 +1244,27 @@ class Project:
                     objects = frozenset((base[1], base[2]) for base in bases)
             values = self.resolve(module, ref)
             if caller is not None and any(value[0] == "P" for value in values):
-                values = [passed for value in values
-                          for passed in (self._passed_on(value, set()) if value[0] == "P"
-                                         and self._encloses(module, value[2], caller[1]) else (value,))]
+                values = [passed for value in values for passed in (
+                    self._passed_here(value, caller) if value[0] == "P" and (value[1], value[2]) != caller
+                    else (value,))]
             for value in values:
                 of = frozenset({(value[1], value[2])}) if value[0] == "I" else objects
                 found += [(function, of) for function in self.runs(value)]
         return found
+
+    def _passed_here(self, parameter: Value, caller: FunctionKey) -> list[Value]:
+        """What a parameter of another function takes where `caller` holds what that function returns
+        (`model = prepare(Net())` with `def prepare(m): return m.eval()`): what the calls in
+        `caller` pass to it, else what every call passes (a closure of a factory, made elsewhere)."""
+        function = self.function(caller)
+        found: list[Value] = []
+        for site in function.call_sites if function else ():
+            bound: list = []
+            for callee in self._functions(caller[0], site.callees):
+                if callee[1] == parameter[1] and callee[2] == parameter[2]:
+                    self._bind(callee, site, bound)
+            found += [value for _, name, refs in bound if name == parameter[3] for value in self._values(caller[0], refs)]
+        return found or list(self._passed_on(parameter, set()))
 
     def _method_class(self, key: FunctionKey) -> Optional[str]:
         """The class `key` is a method of (its name in the module), or None."""
@@ -1256,19 +1272,6 @@ class Project:
         summary = self.summary(key[0])
         info = summary.classes.get(owner) if summary and owner else None
         return owner if info is not None and info.methods.get(method) == key[1] else None
-
-    def _encloses(self, module: str, outer: str, inner: str) -> bool:
-        """Whether the function `inner` is written inside the function `outer` (a closure of it)."""
-        lambdas = self.summary(module).lambdas
-        for _ in range(_MAX_DEPTH):
-            if inner.startswith(outer + ".<locals>."):
-                return True
-            inner = lambdas.get(inner, "")
-            if inner == outer:
-                return True
-            if not inner:
-                return False
-        return False
 
     def _passed_varied(self, key: FunctionKey, function: Function, varied: frozenset[str]) -> dict:
         """For each function `key` calls, the parameters its calls vary, given those of `key` that
@@ -1366,8 +1369,8 @@ class Project:
             if not any(module not in given and self.summary(module).regions for module in self.loaded()):
                 self._reported_in = (given, {})  # every region is in a file given (`check .`): reported there
                 return {}
-            calls = [(module, call) for module in sorted(given) if (summary := self.summary(module)) is not None
-                     for function in summary.functions.values()
+            calls = [(module, name, call) for module in sorted(given) if (summary := self.summary(module)) is not None
+                     for name, function in summary.functions.items()
                      for call in (*function.sources, *[site for site in function.call_sites
                                                        if self._may_transform(module, site)
                                                        and self._passes_a_lead(module, site)])]
@@ -1376,9 +1379,9 @@ class Project:
             try:
                 for group in groups:
                     self.reached, self._queue, self._varied, self._receivers = defaultdict(dict), deque(), {}, {}
-                    for module, call in group:
+                    for module, name, call in group:
                         if isinstance(call, Source):
-                            self._seed(module, call)
+                            self._seed(module, call, name)
                         else:
                             self._seed_helper_call(module, call)
                     self._propagate()
