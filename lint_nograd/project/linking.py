@@ -132,8 +132,11 @@ class Project:
     def __init__(self, modules: dict[str, ModuleEntry],
                  load: Callable[[ModuleEntry], Optional[ModuleSummary]] | None = None,
                  leads: Optional[set[str]] = None, transforms: Optional[set[str]] = None,
-                 toward_transforms: Optional[set[str]] = None, read: Optional[set[str]] = None):
+                 toward_transforms: Optional[set[str]] = None, read: Optional[set[str]] = None,
+                 passes: Callable[[ModuleEntry], dict] | None = None):
         self.modules = modules
+        self._read_passes = passes  # what each call of a module passes, asked when a transform reaches it
+        self._passes: dict[str, dict] = {}
         self._read = read
         self._loaded: Optional[list[str]] = None  # `loaded()`, until a module is loaded
         self._load = load
@@ -1275,11 +1278,12 @@ class Project:
 
     def _passed_varied(self, key: FunctionKey, function: Function, varied: frozenset[str]) -> dict:
         """For each function `key` calls, the parameters its calls vary, given those of `key` that
-        are varied (`analysis/varied.py`); a callee missing here may have any varied."""
+        are varied (`analysis/varied.py`); a callee missing here (or all, where what the module's
+        calls pass cannot be read) may have any varied."""
         module = key[0]
         found: dict[FunctionKey, frozenset[str]] = {}
         summary = self.summary(module)
-        for passing in function.passes:
+        for passing in self._passes_of(module).get(key[1], ()):
             for value in self._values(module, passing.callees):
                 for callee, mapped in self._runs_mapped(value):
                     called = self.function((callee[1], callee[2]))
@@ -1288,6 +1292,15 @@ class Project:
                     if callee[2] in summary.lambdas or "<locals>" in callee[2]:
                         given |= _CAPTURED  # a closure: what it captures may be varied
                     found[(callee[1], callee[2])] = found.get((callee[1], callee[2]), frozenset()) | given
+        return found
+
+    def _passes_of(self, module: str) -> dict:
+        """What each call of the module's functions passes (`Function.passes`), by function; {}
+        when it cannot be asked (each callee then may have any parameter varied)."""
+        found = self._passes.get(module)
+        if found is None:
+            entry = self.modules.get(module)
+            found = self._passes[module] = self._read_passes(entry) if entry and self._read_passes else {}
         return found
 
     def _runs_mapped(self, value: Value) -> Iterator[tuple[Value, bool]]:

@@ -151,7 +151,7 @@ class Function:
     # each return not computed in a region hands back what a call returns (`return evaluate(b)`, `y = f(b);
     # return y`): what those callees are; the function has no graph to give if each of them has none
     returns_through: tuple[Ref, ...] = ()
-    passes: list[Passing] = field(default_factory=list)  # each call of the project's code, with its arguments
+    passes: list[Passing] = field(default_factory=list)  # each call of the project's code (`summarise(passes=True)`)
 
 
 @dataclass(slots=True)
@@ -227,9 +227,6 @@ class ModuleSummary:
             return {"callees": c.callees, "api": c.api, "inference": c.inference, "span": span(c.span),
                     "text": c.text, "region": span(c.region)}
 
-        def passing(c):
-            return [c.callees, c.args, c.keywords, c.receiver]
-
         def applied(a):
             return {"transform": a.transform, "functional": a.functional, "span": span(a.span), "text": a.text,
                     "grad_enabled": a.grad_enabled}
@@ -241,8 +238,7 @@ class ModuleSummary:
                                  "reads": f.reads, "region_calls": [region_call(c) for c in f.region_calls],
                                  "applied": [applied(a) for a in f.applied], "guarded": f.guarded,
                                  "shielded": f.shielded,
-                                 "sets_grad_mode": f.sets_grad_mode, "returns_through": f.returns_through,
-                                 "passes": [passing(c) for c in f.passes]}
+                                 "sets_grad_mode": f.sets_grad_mode, "returns_through": f.returns_through}
                           for name, f in self.functions.items()},
             "classes": {name: {"bases": c.bases, "methods": c.methods, "attributes": c.attributes}
                         for name, c in self.classes.items()},
@@ -294,11 +290,6 @@ class ModuleSummary:
         def applied(d):
             return Applied(d["transform"], d["functional"], span(d["span"]), d["text"], d["grad_enabled"])
 
-        def passing(d):
-            callees, args, keywords, receiver = d
-            return Passing(refs(callees), None if args is None else tuple(tuple(a) for a in args),
-                           {k: tuple(v) for k, v in keywords.items()}, tuple(receiver))
-
         functions = {name: Function(tuple(f["params"]), tuple(f["kwonly"]), refs(f["calls"]),
                                     [call_site(c) for c in f["call_sites"]], [source(s) for s in f["sources"]],
                                     span(f["returns_region"]), f["returns_api"],
@@ -306,8 +297,7 @@ class ModuleSummary:
                                     [region_call(c) for c in f.get("region_calls", ())],
                                     [applied(a) for a in f.get("applied", ())], refs(f.get("guarded", ())),
                                     refs(f.get("shielded", ())), bool(f.get("sets_grad_mode", False)),
-                                    refs(f.get("returns_through", ())),
-                                    [passing(c) for c in f.get("passes", ())])
+                                    refs(f.get("returns_through", ())))
                      for name, f in data["functions"].items()}
         classes = {name: Class(tuple(refs(b) for b in c["bases"]), dict(c["methods"]),
                                {k: refs(v) for k, v in c["attributes"].items()})
@@ -489,16 +479,33 @@ def _strings(node: ast.expr) -> Optional[list[str]]:
     return None
 
 
-def summarise(model: SemanticModel, lines: list[str]) -> ModuleSummary:
-    return _Summariser(model, lines).run()
+def summarise(model: SemanticModel, lines: list[str], passes: bool = False) -> ModuleSummary:
+    """The module's summary; with `passes`, what each call passes too (`Function.passes`, which
+    linking asks for only in the modules a transform reaches: `passes_of`)."""
+    return _Summariser(model, lines, passes).run()
+
+
+def passes_to_json(summary: ModuleSummary) -> dict:
+    return {name: [[c.callees, c.args, c.keywords, c.receiver] for c in f.passes]
+            for name, f in summary.functions.items() if f.passes}
+
+
+def passes_from_json(data: dict, shared: dict | None = None) -> dict[str, list[Passing]]:
+    """Raises KeyError, TypeError or ValueError for data of another shape."""
+    shared = {} if shared is None else shared
+    return {name: [Passing(_shared_refs(callees, shared), None if args is None else tuple(tuple(a) for a in args),
+                           {k: tuple(v) for k, v in keywords.items()}, tuple(receiver))
+                   for callees, args, keywords, receiver in passes]
+            for name, passes in data.items()}
 
 
 class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass, ast.Break, ast.Continue,
                                                  ast.Global, ast.Nonlocal, ast.Import, ast.ImportFrom})):
     """One walk over the whole module, keeping the scope and the function each call is made in."""
 
-    def __init__(self, model: SemanticModel, lines: list[str]):
+    def __init__(self, model: SemanticModel, lines: list[str], passes: bool = False):
         self.model, self.scopes, self.lines = model, model.scopes, lines
+        self._with_passes = passes
         self._attribute_reads = _AttributeReads(lines)
         self.functions: dict[str, Function] = {MODULE_BODY: Function(())}
         self.classes: dict[str, Class] = {}
@@ -1323,7 +1330,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
     def _passing(self, node: ast.Call, callees: tuple[Ref, ...], mediated: bool) -> None:
         """Record which parameters of the function each argument of a call depends on (for a
         call that may run the project's code: not one of torch's, which the project is not)."""
-        if all(ref[0] == "imp" and ref[1].startswith(_LIBRARIES) for ref in callees):
+        if not self._with_passes or all(ref[0] == "imp" and ref[1].startswith(_LIBRARIES) for ref in callees):
             return
         scope = self.scope
         if type(scope.node) not in _FUNCTION_KINDS:  # no transform reaches the module's or a class's body

@@ -6,11 +6,11 @@ it, so that a fresh clone, a CI job that restores that folder, or a branch switc
 changed. One file per cache folder, read once by each process that needs it and written atomically
 at the end of a run (concurrent runs each write a whole file; the last one stays). Entries are stored under a hash of a file's bytes and of this tool's code: an edit
 or a new version misses. An entry holds what is known of those bytes: the text index, the
-summary, the local findings per rule selection, the finished findings per link. A second index
-maps a file's path and status (size, modification and change times, inode) to that hash, as git
-does, so that a warm run only looks at file status. A file modified shortly before its entry was
-recorded may have changed again within the same timestamp tick: its bytes are hashed again
-before the entry is trusted.
+summary, what the calls of a module linking follows pass, the local findings per rule selection,
+the finished findings per link. A second index maps a file's path and status (size, modification
+and change times, inode) to that hash, as git does, so that a warm run only looks at file status.
+A file modified shortly before its entry was recorded may have changed again within the same
+timestamp tick: its bytes are hashed again before the entry is trusted.
 
 The file keeps a section per version of this tool (two installed versions may share a project):
 the section of this version is checked entry by entry when read, and a cache that does not fit
@@ -307,7 +307,7 @@ def diagnostics_from_json(found: object, display_path: str) -> list[Diagnostic] 
 
 # -- what this version writes, checked when read: a finding is Diagnostic's fields -----------------
 
-_ENTRY_KEYS = frozenset({"index", "summary", "local", "finished", "mentions"})
+_ENTRY_KEYS = frozenset({"index", "summary", "local", "finished", "mentions", "passes"})
 _SUMMARY_KEYS = frozenset({"functions", "classes", "names", "regions", "backwards"})
 _FINDING_KEYS = frozenset(field.name for field in fields(Diagnostic))
 _EDIT_KEYS = frozenset(field.name for field in fields(Edit))
@@ -323,7 +323,7 @@ def _check_entries(entries: dict) -> None:
                 and _is_index(entry.get("index", [False, False, False, []]))
                 and (entry.get("summary") is None or isinstance(entry["summary"], dict)
                      and entry["summary"].keys() >= _SUMMARY_KEYS)  # later fields are read when used
-                and all(isinstance(entry.get(key, {}), dict) for key in ("local", "finished", "mentions"))
+                and all(isinstance(entry.get(key, {}), dict) for key in ("local", "finished", "mentions", "passes"))
                 and all(isinstance(found, list) and all(_is_finding(f) for f in found)
                         for key in ("local", "finished") for found in entry.get(key, {}).values())
                 and all(isinstance(value, bool) for value in entry.get("mentions", {}).values())):

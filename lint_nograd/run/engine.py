@@ -34,7 +34,7 @@ from lint_nograd.checks.region_in_reached_function import (
     region_code,
 )
 from lint_nograd.project.linking import ModuleEntry, Project, Reacher, callee_text
-from lint_nograd.project.summary import ModuleSummary, Span, display_name, span_of, summarise
+from lint_nograd.project.summary import ModuleSummary, Span, display_name, passes_to_json, span_of, summarise
 from lint_nograd.report import suppression
 from lint_nograd.report.diagnostics import Diagnostic, Related
 from lint_nograd.report.registry import RULES
@@ -156,7 +156,9 @@ def analyse(data: bytes, display_path: str, codes: frozenset[str], attach_fixes:
     facts, parsed, model = _facts(data, display_path, codes, torch_version)
     if facts.summary is None:
         return facts.local
-    project = Project({ALONE: ModuleEntry(ALONE, display_path, summary=facts.summary, loaded=True)})
+    project = Project({ALONE: ModuleEntry(ALONE, display_path, summary=facts.summary, loaded=True)},
+                      passes=lambda entry: {name: function.passes for name, function
+                                            in summarise(model, parsed.lines, passes=True).functions.items()})
     if reach is None:
         project.link([ALONE])
     else:
@@ -194,6 +196,22 @@ def facts(data: bytes, display_path: str, codes: frozenset[str], torch_version: 
         found = facts(source, display_path + ".py", codes_to_check(source, codes), torch_version)
         return FileFacts([in_notebook(notebook, d, display_path) for d in found.local], found.summary)
     return _facts(data, display_path, codes, torch_version)[0]
+
+
+def passes(data: bytes, display_path: str) -> dict:
+    """What each call of a file's functions passes (`summary.passes_of`), as JSON: asked only for
+    the modules a transform or tracer reaches, so not part of the summary. Empty when the file
+    cannot be read as Python."""
+    if display_path.endswith(".ipynb"):
+        try:
+            data = Notebook.read(data).source.encode()
+        except NotebookError:
+            return {}
+    try:
+        parsed = parse(data)
+        return passes_to_json(summarise(SemanticModel(parsed.tree, parsed.text), parsed.lines, passes=True))
+    except (ParseError, RecursionError):
+        return {}
 
 
 def _facts(data: bytes, display_path: str, codes: frozenset[str], torch_version: str | None = None):

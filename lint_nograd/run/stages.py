@@ -23,7 +23,7 @@ from typing import Optional
 
 from lint_nograd.analysis import torch_names
 from lint_nograd.project.linking import ModuleEntry, Project, made_by, module_name_and_root
-from lint_nograd.project.summary import ModuleSummary
+from lint_nograd.project.summary import ModuleSummary, passes_from_json
 from lint_nograd.report import suppression
 from lint_nograd.report.diagnostics import Diagnostic
 from lint_nograd.run import engine
@@ -302,7 +302,7 @@ class Run:
             project = Project(modules, self._load, None if self.everything else self.leading_to_regions,
                               None if self.everything else self.transforming,
                               None if self.everything else self.toward_transforms,
-                              None if self.everything else self.under_regions)
+                              None if self.everything else self.under_regions, self._passes)
             summarised = sorted(m for m, f in self.by_module.items() if f.facts and f.facts.summary)
             if ahead and self.workers.count > 1:  # in one process, ahead is only more work
                 self._summarise_ahead(project, summarised)
@@ -344,6 +344,25 @@ class Run:
         if not file.summarised:
             self.summarise([file])
         return file.facts.summary if file.facts else None
+
+    def _passes(self, entry: ModuleEntry) -> dict:
+        """What each call of a module linking follows passes (`summary.passes_of`), read once a
+        content; {} when it cannot be read."""
+        file = self.by_module[entry.name]
+        cached = self.cache.entry(file.content_key) if file.content_key else {}
+        if "passes" not in cached:
+            try:
+                data = _source(file.path, file.job)
+            except OSError:
+                return {}
+            try:
+                cached["passes"] = engine.passes(data, file.shown)
+            except Exception:  # a bug with one file must not stop the run: its calls vary everything
+                return {}
+        try:
+            return passes_from_json(cached["passes"], self._shared)
+        except (KeyError, TypeError, ValueError):
+            return {}
 
     def _callers_by_name(self, project: Project) -> list[ProjectFile]:
         """Files not summarised yet that import the module of a helper handing a parameter to a
