@@ -173,6 +173,9 @@ class Project:
         self.reached: dict[FunctionKey, dict[str, Reacher]] = defaultdict(dict)
         self._varied: dict[tuple[FunctionKey, str], frozenset[str]] = {}  # see `_reach`, `varied_params`
         self._receivers: dict[tuple[FunctionKey, str], frozenset] = {}  # see `_reach`, `_dispatched`
+        self._edges: dict[tuple[FunctionKey, str], set[FunctionKey]] = defaultdict(set)  # the calls reach followed
+        self._callers_in: dict[str, dict] = {}  # `_solve_varied`: by mode, the reverse of `_edges`
+        self._varied_found: dict[tuple[FunctionKey, str], frozenset[str]] = {}  # `varied_params`
         self._state_varies: dict[str, bool] = {}  # `_state_of`, by module
         self._state_still: Optional[bool] = None  # `varied_params`: what `_state_of` said holds
         self._queue: deque = deque()
@@ -1133,22 +1136,26 @@ class Project:
         return self._uses[module]
 
     def _reach(self, function: Value, mode: str, reacher: Reacher, varied: frozenset[str] = EVERY,
-               receivers: frozenset = ANY_OBJECT) -> None:
-        """`function` runs under a transform or tracer in `mode`, its parameters `varied` varied by it,
-        on objects of the classes `receivers` when it is a method (the unions over the chains
-        reaching it): followed again when any grows."""
+               receivers: frozenset = ANY_OBJECT, caller: Optional[FunctionKey] = None) -> None:
+        """`function` runs under a transform or tracer in `mode`, on objects of the classes
+        `receivers` when it is a method (the union over the chains reaching it: followed again when
+        either grows). Called by `caller` (an edge, along which `varied_params` carries what is
+        varied), or given by a transform with its parameters `varied`."""
         key = (function[1], function[2])
         better = _rather(self.reached[key].get(mode), reacher)  # at most twice a mode: export, then not
         if better:
             self.reached[key][mode] = reacher
-        grew = better
-        for found, more in ((self._varied, varied), (self._receivers, receivers)):
-            known = found.get((key, mode))
-            if known is None or not more <= known:
-                found[(key, mode)] = more if known is None else known | more
-                grew = True
-        if grew:
-            self._queue.append((key, mode))
+        if caller is not None:
+            self._edges[(caller, mode)].add(key)
+        else:
+            known = self._varied.get((key, mode))
+            self._varied[(key, mode)] = varied if known is None else known | varied
+        known = self._receivers.get((key, mode))
+        if known is None or not receivers <= known:
+            self._receivers[(key, mode)] = receivers if known is None else known | receivers
+        elif not better:
+            return
+        self._queue.append((key, mode))
 
     def _seed(self, module: str, source, function: str) -> None:
         if source.receivers and not any(self.is_tracer(v) for v in self._values(module, source.receivers)):
@@ -1196,10 +1203,8 @@ class Project:
             function = self.function(key)
             reacher = self.reached[key][mode]
             onward = reacher if reacher.through else replace(reacher, through=key)
-            varied = self._varied[(key, mode)]
-            passed = self._passed_varied(key, function, varied) if varied != EVERY else {}
             for callee, receivers in self._dispatched(module, function.calls, key, self._receivers[(key, mode)]):
-                self._reach(callee, mode, onward, passed.get((callee[1], callee[2]), EVERY), receivers)
+                self._reach(callee, mode, onward, receivers=receivers, caller=key)
             for source in function.sources:  # an inner transform runs its function under this one too
                 for callee in self._functions(module, source.targets):
                     self._reach(callee, mode, onward)
@@ -1388,10 +1393,11 @@ class Project:
                                                        if self._may_transform(module, site)
                                                        and self._passes_a_lead(module, site)])]
             groups = [calls] if len(calls) > _MAX_CALLS_FOLLOWED_ALONE else [[call] for call in calls]
-            whole = (self.reached, self._queue, self._varied, self._receivers)
+            whole = (self.reached, self._queue, self._varied, self._receivers, self._edges)
             try:
                 for group in groups:
-                    self.reached, self._queue, self._varied, self._receivers = defaultdict(dict), deque(), {}, {}
+                    self.reached, self._queue, self._varied, self._receivers, self._edges = \
+                        defaultdict(dict), deque(), {}, {}, defaultdict(set)
                     for module, name, call in group:
                         if isinstance(call, Source):
                             self._seed(module, call, name)
@@ -1400,7 +1406,7 @@ class Project:
                     self._propagate()
                     self._report_reached(given, found)
             finally:
-                self.reached, self._queue, self._varied, self._receivers = whole
+                self.reached, self._queue, self._varied, self._receivers, self._edges = whole
             self._reported_in = (given, dict(found))
         return self._reported_in[1]
 
@@ -1453,13 +1459,47 @@ class Project:
         """The parameters of a function that the transforms reaching it in `mode` may vary: what
         each transform differentiates (`argnums`, `functools.partial`), carried along every chain
         of calls by what each argument depends on (`analysis/varied.py`); None when any may be."""
-        varied = self._varied.get((key, mode))
-        if varied is None or UNKNOWN in varied:
+        if (key, mode) not in self._varied_found:
+            self._solve_varied(key, mode)
+        varied = self._varied_found[(key, mode)]
+        if UNKNOWN in varied:
             return None
         if self._state_still is None:  # a module loaded since may differentiate a state taken as constant
             self._state_still = all(not self.differentiates_state(module)
                                     for module, varies in self._state_varies.items() if not varies)
         return varied if self._state_still else None
+
+    def _solve_varied(self, key: FunctionKey, mode: str) -> None:
+        """What is varied in `key` and in each function reaching it in `mode`: what the transforms
+        give each (`_reach`), carried along the calls between them to a fixpoint (what each call
+        passes is read for these functions only: `_passes_of`)."""
+        callers = self._callers_in.get(mode)
+        if callers is None:
+            callers = self._callers_in[mode] = defaultdict(list)
+            for (caller, edge_mode), callees in self._edges.items():
+                if edge_mode == mode:
+                    for callee in callees:
+                        callers[callee].append(caller)
+        varied = {key: set(self._varied.get((key, mode), ()))}
+        todo = [key]
+        while todo:  # every function reaching `key`
+            for caller in callers.get(todo.pop(), ()):
+                if caller not in varied:
+                    varied[caller] = set(self._varied.get((caller, mode), ()))
+                    todo.append(caller)
+        todo = list(varied)
+        while todo:
+            caller = todo.pop()
+            given = varied[caller]
+            if not given:
+                continue
+            passed = {} if UNKNOWN in given else self._passed_varied(caller, self.function(caller), frozenset(given))
+            for callee in self._edges.get((caller, mode), ()):
+                if callee in varied and not (more := passed.get(callee, EVERY)) <= varied[callee]:
+                    varied[callee] |= more
+                    todo.append(callee)
+        for function, found in varied.items():  # (each found whole: all that reach it are in `varied`)
+            self._varied_found[(function, mode)] = frozenset(found)
 
     def _state_of(self, module: str) -> bool:
         """Whether the project may differentiate the state of `module`'s classes, as far as the
