@@ -320,7 +320,8 @@ def test_partial_and_argnums_applied_in_another_module(monkeypatch):
 
 def test_the_modules_own_state_matters_where_functional_call_or_a_trained_trace_differentiates_it():
     """flow_module_state.py: under `functional_call` differentiated in the parameters, forward and
-    reverse mode disagree on a region over `self.weight` (NG004); flow_module_state_traced.py: the
+    reverse mode disagree on a region over `self.weight` (NG004), and agree on one over the weights of
+a module whose call is transformed (no finding); flow_module_state_traced.py: the
     trace differentiates `self.weight` through it where eager mode does not (NG005)."""
     from lint_nograd.report.registry import RULES
     from lint_nograd.run.engine import check_source
@@ -330,6 +331,8 @@ def test_the_modules_own_state_matters_where_functional_call_or_a_trained_trace_
     forward = jacfwd(ns["in_parameters"])(params, torch.ones(3))["weight"]
     reverse = jacrev(ns["in_parameters"])(params, torch.ones(3))["weight"]
     assert not torch.allclose(forward, reverse)
+    clipped = ns["Clipped"]()  # the look-alike: its weights are not what the transform varies
+    assert torch.allclose(jacfwd(clipped)(torch.ones(3)), jacrev(clipped)(torch.ones(3)))
     traced_ns = runpy.run_path(str(FIXTURES / "flow_module_state_traced.py"))
     eager = traced_ns["Normalised"]()
     eager(torch.ones(3)).sum().backward()

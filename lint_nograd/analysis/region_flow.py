@@ -419,10 +419,10 @@ def _constant_callee(model: SemanticModel, func: ast.expr, scope: Scope) -> bool
         names = model.scopes.qualified_names(func, scope)
         if names:
             return all(name.startswith(_CONSTANT_MODULES) for name in names)
-        if isinstance(func.value, ast.Attribute) and module_state(model, func.value, scope):
-            return True  # `self.weight.norm()`: a method of a tensor
         base = func.value
         while isinstance(base, (ast.Attribute, ast.Subscript, ast.Call)):
+            if isinstance(base, ast.Attribute) and module_state(model, base, scope):
+                return True  # `self.weight.norm()`, `self.weight.abs().max()`: methods of a tensor
             base = base.func if isinstance(base, ast.Call) else base.value
         return not (isinstance(base, ast.Name) and base.id in ("self", "cls"))
     if isinstance(func, ast.Name):

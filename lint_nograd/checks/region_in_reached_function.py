@@ -148,11 +148,13 @@ def modes_that_cannot_matter(region: Region, project: Project | None = None,
     if region.inputs:
         key = (module, region.function)
         inputs = set(region.inputs)
-        if STATE in inputs and not project.differentiates_state(module):
-            inputs.discard(STATE)  # `self.weight`: a transform of the module's call holds it constant
+        if STATE in inputs:  # `self.weight`: varied where the object is (`functional_call` varies it)
+            inputs.discard(STATE)
+            inputs.add(project.object_parameter(key) or STATE)
         for mode in (FORWARD, REVERSE):
-            varied = project.varied_params(key, mode)  # (never the module's state)
-            if not inputs or STATE not in inputs and varied is not None and not inputs & varied:
+            varied = project.varied_params(key, mode)  # None: any may be
+            if varied is not None and not inputs & varied or varied is None and not inputs - {STATE} and \
+                    not project.differentiates_state(module):
                 modes.add(mode)
     if region.local_only and project.traced_only_for_gradients((module, region.function)):
         modes.add(DROPS)  # make_fx of a training step records the backward eager mode ran

@@ -176,8 +176,6 @@ class Project:
         self._edges: dict[tuple[FunctionKey, str], set[FunctionKey]] = defaultdict(set)  # the calls reach followed
         self._callers_in: dict[str, dict] = {}  # `_solve_varied`: by mode, the reverse of `_edges`
         self._varied_found: dict[tuple[FunctionKey, str], frozenset[str]] = {}  # `varied_params`
-        self._state_varies: dict[str, bool] = {}  # `_state_of`, by module
-        self._state_still: Optional[bool] = None  # `varied_params`: what `_state_of` said holds
         self._queue: deque = deque()
         self._reported_in: Optional[tuple[frozenset[str], dict]] = None
         self._flow: _FlowFacts | None = None  # the flow rule's facts, read once after linking
@@ -1167,8 +1165,10 @@ class Project:
         for function, receivers in self._dispatched(module, source.targets, (module, function)):
             called = self.function((function[1], function[2]))
             constant = constant_params(source.selection if direct else None, called, function[3])
-            params = called.params[1:] if function[3] and not self._state_of(function[1]) else called.params
-            # what the transform is given is varied (not the object of a method); what the function captures is not
+            params = called.params[1:] if function[3] else called.params
+            # what the transform is given is varied, not the object of a method (its parameters and
+            # buffers vary only through `functional_call`, whose calls vary everything), nor what the
+            # function captures
             varied = frozenset(name for name in (*params, *called.kwonly) if name not in constant)
             for mode in source.modes:
                 self._reach(function, mode, _reacher(mode, module, source), varied, receivers)
@@ -1186,7 +1186,7 @@ class Project:
                     self._following = following
                 for function in functions:  # what the helper's transform is given: its arguments, not its object
                     called = self.function((function[1], function[2]))
-                    params = called.params[1:] if function[3] and not self._state_of(function[1]) else called.params
+                    params = called.params[1:] if function[3] else called.params
                     self._reach(function, mode, reacher, frozenset((*params, *called.kwonly)))
 
     def _propagate(self) -> None:
@@ -1292,8 +1292,7 @@ class Project:
             for value in self._values(module, passing.callees):
                 for callee, mapped in self._runs_mapped(value):
                     called = self.function((callee[1], callee[2]))
-                    given = _varied_by(passing, called, callee[3], varied, self._state_of(callee[1])) \
-                        if mapped and called else EVERY
+                    given = _varied_by(passing, called, callee[3], varied) if mapped and called else EVERY
                     if callee[2] in summary.lambdas or "<locals>" in callee[2]:
                         given |= _CAPTURED  # a closure: what it captures may be varied
                     found[(callee[1], callee[2])] = found.get((callee[1], callee[2]), frozenset()) | given
@@ -1462,12 +1461,12 @@ class Project:
         if (key, mode) not in self._varied_found:
             self._solve_varied(key, mode)
         varied = self._varied_found[(key, mode)]
-        if UNKNOWN in varied:
-            return None
-        if self._state_still is None:  # a module loaded since may differentiate a state taken as constant
-            self._state_still = all(not self.differentiates_state(module)
-                                    for module, varies in self._state_varies.items() if not varies)
-        return varied if self._state_still else None
+        return None if UNKNOWN in varied else varied
+
+    def object_parameter(self, key: FunctionKey) -> Optional[str]:
+        """The parameter a method's object is bound to (`self`), None for a function."""
+        function = self.function(key)
+        return function.params[0] if function and function.params and self._method_class(key) else None
 
     def _solve_varied(self, key: FunctionKey, mode: str) -> None:
         """What is varied in `key` and in each function reaching it in `mode`: what the transforms
@@ -1500,14 +1499,6 @@ class Project:
                     todo.append(callee)
         for function, found in varied.items():  # (each found whole: all that reach it are in `varied`)
             self._varied_found[(function, mode)] = frozenset(found)
-
-    def _state_of(self, module: str) -> bool:
-        """Whether the project may differentiate the state of `module`'s classes, as far as the
-        modules loaded so far tell (`differentiates_state`): their objects are then varied."""
-        varies = self._state_varies.get(module)
-        if varies is None:
-            varies = self._state_varies[module] = self.differentiates_state(module)
-        return varies
 
     def stored_elsewhere(self, module: str, attributes: Sequence[str]) -> bool:
         """Whether a loaded module other than `module` may store into one of these attribute names
@@ -1728,9 +1719,8 @@ def called_as(function: str) -> str:
     return parts[-2] if parts[-1] == "__init__" and len(parts) > 1 else parts[-1]
 
 
-def _varied_by(passing, function: Function, bound: bool, varied: frozenset[str], state: bool) -> frozenset[str]:
-    """The parameters of `function` that a call passes a varied value to (`analysis/varied.py`);
-    with `state`, the object of a method too (its parameters may be differentiated)."""
+def _varied_by(passing, function: Function, bound: bool, varied: frozenset[str]) -> frozenset[str]:
+    """The parameters of `function` that a call passes a varied value to (`analysis/varied.py`)."""
     if passing.args is None:
         return EVERY
 
@@ -1739,7 +1729,7 @@ def _varied_by(passing, function: Function, bound: bool, varied: frozenset[str],
 
     found = set()
     params = function.params
-    if bound and params and (state or varies(passing.receiver)):
+    if bound and params and varies(passing.receiver):
         found.add(params[0])  # the object a method is called on
     positional = params[1:] if bound else params
     for index, dependence in enumerate(passing.args):
