@@ -318,6 +318,27 @@ def test_partial_and_argnums_applied_in_another_module(monkeypatch):
         assert agree == (not name.endswith("near_miss")), name
 
 
+def test_reach_through_class_members_reports_exactly_the_regions_that_change_a_result():
+    """reach_class_members.py: each case computes one function two ways; the regions reported are
+    those marked with the name of a case whose two results differ (a dataclass field given by
+    position, a `staticmethod` kept in a class, a subclass's override under its base's transform),
+    and none of the look-alikes (another field, a constant, an override run eagerly)."""
+    from lint_nograd.report.registry import RULES
+    from lint_nograd.run.engine import check_source
+
+    path = FIXTURES / "reach_class_members.py"
+    ns = runpy.run_path(str(path))
+    x = torch.tensor([1.0, 2.0, 4.0], dtype=torch.float64)
+    changed = {name for name, case in ns.items() if name.startswith("case_")
+               and not torch.allclose(*case(x.clone()))}
+    lines = path.read_text().splitlines()
+    reported = {lines[d.row - 1].partition("# ")[2] for d in check_source(path.read_bytes(), path.name, frozenset(RULES))
+                if d.code in ("NG004", "NG005")}
+    assert changed == reported == {"case_dataclass_field_by_position", "case_kept_as_a_staticmethod",
+                                   "case_overridden_under_the_base_transform"}
+    assert ns["Sampler"](torch.nn.Linear(3, 3)).divergences(x.reshape(1, 3).float()).shape == (1,)
+
+
 def test_the_modules_own_state_matters_where_functional_call_or_a_trained_trace_differentiates_it():
     """flow_module_state.py: under `functional_call` differentiated in the parameters, forward and
     reverse mode disagree on a region over `self.weight` (NG004), and agree on one over the weights of
@@ -342,6 +363,17 @@ a module whose call is transformed (no finding); flow_module_state_traced.py: th
         source = (FIXTURES / f"{case}.py").read_bytes()
         found = {d.code for d in check_source(source, f"{case}.py", frozenset(RULES))}
         assert found == {code}, case
+
+
+def test_ng001_a_region_a_flag_chooses_holds_only_when_the_flag_is_false():
+    """ng001_region_forms.py `chosen_by_a_flag`: the transforms differentiate as if the region were
+    not there either way, and their results join no graph only when `train` is False, as NG001 says."""
+    ns = runpy.run_path(str(FIXTURES / "ng001_region_forms.py"))
+    x = torch.tensor(1.5, requires_grad=True)
+    for train in (False, True):
+        a, b = ns["chosen_by_a_flag"](x, train)
+        assert torch.allclose(a, torch.cos(x)) and torch.allclose(b, torch.cos(x))
+        assert (a.grad_fn is None, b.grad_fn is None) == (not train, not train)
 
 
 def test_ng001_help_says_what_each_mode_does_with_grad_mode():

@@ -18,6 +18,7 @@ RETURNS_RECEIVER = frozenset({"eval", "train", "to", "cpu", "cuda", "float", "ha
 RETURNS_ARGUMENT = {
     "copy.deepcopy": (0, "x"),
     "copy.copy": (0, "x"),
+    "builtins.staticmethod": (0, "function"),  # `loss = staticmethod(mse)` in a class body: `self.loss` is `mse`
 }
 
 # Wrappers whose call runs the wrapped module and whose `.module` is it (position, keyword).

@@ -84,13 +84,15 @@ class GradState:
 
     grad_enabled: Optional[bool]
     inference: Optional[bool]
-    grad_region: Optional[GradModeChange] = None  # the innermost region that turned grad off
+    # the innermost region that turned grad off (or, with grad mode unknown, may have: `change.when`)
+    grad_region: Optional[GradModeChange] = None
     inference_region: Optional[GradModeChange] = None
 
     def after(self, change: GradModeChange) -> "GradState":
-        if change.when:  # entered or not by a flag: nothing is known of the mode inside
+        if change.when:  # entered or not by a flag: nothing is known of the mode inside, but the region may be
             inference = _UNKNOWN if change.api == "inference_mode" else self.inference
-            return GradState(_UNKNOWN, inference, None, self.inference_region if inference else None)
+            return GradState(_UNKNOWN, inference, change if change.api != "inference_mode" else None,
+                             self.inference_region if inference else None)
         if change.api == "inference_mode":
             # inference_mode(True) turns grad off, inference_mode(False) turns it back on
             grad = _UNKNOWN if change.enabled is None else not change.enabled
@@ -470,7 +472,7 @@ class SemanticModel:
             if _last_name(named.func if isinstance(named, ast.Call) else named) not in words:
                 continue
             change = self.grad_mode_change(expr, scope, owner, function)
-            if change and change.disables_grad:
+            if change and (change.disables_grad or change.when):  # (one a flag chooses may be entered)
                 self._frames_with_regions[frame_node] = None
 
     def _classify_loops(self) -> None:
@@ -1051,11 +1053,20 @@ def _last_name(expr: ast.expr) -> str:
 
 def _chosen_region(choice: ast.IfExp) -> tuple[ast.Call | None, str]:
     """The grad-mode call one branch of `a if flag else b` makes, and when it is made; None when
-    both or neither branch is a call (told apart by what they call, not resolved here)."""
+    both or neither branch is a call (told apart by what they call, not resolved here), but for
+    one turning grad back on (`torch.enable_grad() if train else torch.no_grad()`: the other)."""
     branches = [(branch, _when(choice.test, taken))
                 for branch, taken in ((choice.body, True), (choice.orelse, False))
                 if isinstance(branch, ast.Call) and _names_grad_mode(branch.func)]
+    if len(branches) == 2:
+        branches = [branch for branch in branches if not _enables_grad(branch[0])]
     return branches[0] if len(branches) == 1 else (None, "")
+
+
+def _enables_grad(call: ast.Call) -> bool:
+    """`enable_grad()`, `set_grad_enabled(True)`: a call that turns grad mode on."""
+    name = _last_name(call.func)
+    return name == "enable_grad" or name == "set_grad_enabled" and _literal_mode(call, "mode", False) is True
 
 
 def _when(flag: ast.expr, value: bool) -> str:

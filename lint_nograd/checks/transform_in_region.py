@@ -61,7 +61,7 @@ def check(model: SemanticModel, codes: frozenset[str], release: Behaviour, torch
                                                        torch_version)
         elif application.functional:
             continue  # it opens no level: under no_grad it computes what it computes outside, without a graph
-        elif state.grad_enabled is False and state.grad_region:
+        elif state.grad_region and (state.grad_enabled is False or state.grad_region.when):
             region, code = state.grad_region, "NG001"
             outcome = release.outer_no_grad.get(application.transform, "correct")
             help = HELP_NO_GRAD_WRONG if outcome in _WRONG else help_no_grad(application.transform)
@@ -69,7 +69,8 @@ def check(model: SemanticModel, codes: frozenset[str], release: Behaviour, torch
         else:
             continue
         api = f"`{region.describe()}`"
-        ways = [(what, line) for line in dict.fromkeys((f"({region.at})", f"(line {region.expr.lineno})"))
+        when = f", entered when {region.when}" if region.when else ""
+        ways = [(what, line) for line in dict.fromkeys((f"({region.at}{when})", f"(line {region.expr.lineno}{when})"))
                 for what in (_what(application), f"`{application.transform}(...)`")]
         if outcome in _WRONG:
             message = fit(*(f"{what} {_WRONG[outcome]} on torch {torch_version}: it runs under {api} {line}"
@@ -78,7 +79,9 @@ def check(model: SemanticModel, codes: frozenset[str], release: Behaviour, torch
             message = fit(*(f"{what} differentiates as if the {api} region {line} were not there; "
                             f"its result joins no graph" for what, line in ways),
                           *(f"{what} differentiates as if the {api} region {line} were not there"
-                            for what, line in ways))
+                            for what, line in ways),
+                          *(f"`{application.transform}(...)` ignores the {api} region (line {region.expr.lineno}, "
+                            f"when {region.when})" for _ in when[:1]))
         elif history:
             message = fit(*(f"{what} under {api} {line}: correct on torch {torch_version}, "
                             f"{history[0]} before {history[1]}" for what, line in ways))

@@ -684,14 +684,16 @@ class Project:
         self._passing.add(key)
         outer_low, self._low, start = self._low, _NO_CYCLE, len(self._open)
         owner = function.rpartition(".")[0]
+        position = self._field_position(module, owner, parameter) if function.endswith(".__init__") else None
         found: list[Value] = []
         for caller, site in self._sites_named(called_as(function) or _last_name(("fn", function))):
             for callee, bound, refs in self._helpers(caller, site):
                 if callee[1] == module and callee[2] == function and bound == parameter:
                     found += self._values(caller, refs)
-            if function.endswith(".__init__") and parameter in site.keywords and any(
+            if function.endswith(".__init__") and (parameter in site.keywords or position is not None and position < len(site.args)) and any(
                     v[0] == "C" and v[1] == module and v[2] == owner for v in self._values(caller, site.callees)):
-                found += self._values(caller, site.keywords[parameter])  # a dataclass's field, by name
+                # a dataclass's field, by name or by its place among the fields
+                found += self._values(caller, site.keywords.get(parameter) or site.args[position])
         for caller, site, callee in self._unnamed_calls((module, function)):  # `a(f)` with `a` a parameter, `make()(f)`
             bound_here: list = []
             self._bind(callee, site, bound_here)
@@ -707,6 +709,18 @@ class Project:
         else:
             self._passed_open.discard(key)
         return values
+
+    def _field_position(self, module: str, cls: str, field: str) -> Optional[int]:
+        """Where a field of a dataclass is among the parameters of the `__init__` it makes (its
+        fields in the order of the class body), for a class with no base (whose fields would come
+        first) and no `__init__` of its own; None otherwise."""
+        summary = self.summary(module)
+        found = summary.classes.get(cls)
+        init = f"{cls}.__init__"
+        if found is None or found.bases or init in summary.functions:
+            return None
+        fields = [name for name, refs in found.attributes.items() if ("param", init, name) in refs]
+        return fields.index(field) if field in fields else None
 
     def _sites_named(self, name: str) -> list[tuple[str, object]]:
         """The call sites of the loaded modules whose callee ends with `name` (indexed once a module)."""
@@ -941,7 +955,8 @@ class Project:
             self._self_transforming = {called_as(key[1]) for module in self.loaded()
                                        for key, uses in self._uses_of(module).items()
                                        if "." in key[1] and any(isinstance(use, tuple) for use in uses)
-                                       and self.function(key[:2]).params[:1] == (key[2],)}
+                                       and (function := self.function(key[:2])) is not None
+                                       and function.params[:1] == (key[2],)}  # (not a lambda)
         return any(_last_name(ref) in self._self_transforming for ref in site.callees)
 
     def _may_transform(self, module: str, site) -> bool:
@@ -1162,7 +1177,12 @@ class Project:
         partial = source.selection is not None and source.selection[0]
         direct = all(v[0] == "W" and v[1][0] == "F" if partial else v[0] == "F"
                      for v in self._values(module, source.targets))
-        for function, receivers in self._dispatched(module, source.targets, (module, function)):
+        own = self._method_class((module, function))
+        objects = ANY_OBJECT
+        for ref in source.targets:  # `jacfwd(self.energy)`
+            if own is not None and ref[0] == "attr" and ref[1] == ("inst", ("cls", own)):
+                objects = self._objects_calling(module, own, function.rpartition(".")[2], ref[2])
+        for function, receivers in self._dispatched(module, source.targets, (module, function), objects):
             called = self.function((function[1], function[2]))
             constant = constant_params(source.selection if direct else None, called, function[3])
             params = called.params[1:] if function[3] else called.params
@@ -1172,6 +1192,29 @@ class Project:
             varied = frozenset(name for name in (*params, *called.kwonly) if name not in constant)
             for mode in source.modes:
                 self._reach(function, mode, _reacher(mode, module, source), varied, receivers)
+
+    def _objects_calling(self, module: str, cls: str, method: str, name: str) -> frozenset:
+        """For a method of `cls` giving a transform its own method `name`, the classes of the objects
+        it runs on (ANY_OBJECT where no class of its family defines that method): those the calls
+        of the method are made on (`LennardJones().force(x)`, a subclass's object), or `cls` and
+        every subclass where a call's object is not known (`self.force(x)`, a parameter)."""
+        family, todo = {(module, cls)}, [(module, cls)]
+        while todo:
+            for sub in self._subclasses(*todo.pop()):
+                if sub not in family:
+                    family.add(sub)
+                    todo.append(sub)
+        if not any(name in self.summary(c[0]).classes[c[1]].methods for c in family):
+            return ANY_OBJECT
+        found = set()
+        for caller, site in self._sites_named(method):
+            if not site.receiver:
+                continue
+            values = self._values(caller, site.receiver)
+            if not values or any(ref[0] == "inst" for ref in site.receiver):
+                return frozenset(family)
+            found.update(c for value in values if value[0] == "I" and (c := (value[1], value[2])) in family)
+        return frozenset(found or family)
 
     def _seed_helper_call(self, module: str, site) -> None:
         """`hvp(energy, x, v)` with `def hvp(f, x, v): return jvp(grad(f), ...)` reaches `energy`

@@ -1123,7 +1123,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         if statement.value is not None:
             self._attribute(cls, statement.target.id, statement.value)
         self._add_attribute(cls, statement.target.id, self._annotation_refs(statement.annotation, self.scope, 0))
-        if dataclass:
+        if dataclass and _init_field(statement):
             known = self.classes[cls].attributes.get(statement.target.id, ())
             self.classes[cls].attributes[statement.target.id] = known + (
                 ("param", f"{cls}.__init__", statement.target.id),)
@@ -1609,7 +1609,8 @@ _GENERICS = {**dict.fromkeys(("Optional", "Union"), "any"),
                               "defaultdict"), "values")}
 _NOT_THE_PROJECTS = ("torch.", "functorch.", "typing.", "typing_extensions.", "collections.", "builtins.",
                      "numpy.", "dataclasses.", "enum.", "pathlib.")
-_BUILTIN_CALLS = frozenset(name.partition(".")[2] for name in library.CALLS_ON_ELEMENTS if name.startswith("builtins."))
+_BUILTIN_CALLS = frozenset(name.partition(".")[2] for table in (library.CALLS_ON_ELEMENTS, library.RETURNS_ARGUMENT)
+                           for name in table if name.startswith("builtins."))
 _ADDS = frozenset({"append", "extend", "insert", "add_module", "register_module", "update", "setdefault"})
 _MAY_REFER = frozenset({ast.Name, ast.Attribute, ast.Lambda, ast.Call})  # what `refs` finds anything in
 
@@ -1751,6 +1752,19 @@ def _is_dataclass(node: ast.ClassDef) -> bool:
         if name == "dataclass":
             return True
     return False
+
+
+def _init_field(statement: ast.AnnAssign) -> bool:
+    """Whether a dataclass's annotated name is a parameter of the `__init__` it makes: not a
+    `ClassVar`, nor `field(init=False)`."""
+    annotation = statement.annotation
+    base = annotation.value if isinstance(annotation, ast.Subscript) else annotation
+    if (base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", "")) == "ClassVar" \
+            or isinstance(annotation, ast.Constant) and str(annotation.value).startswith("ClassVar"):
+        return False
+    value = statement.value
+    return not (isinstance(value, ast.Call) and any(
+        k.arg == "init" and isinstance(k.value, ast.Constant) and k.value.value is False for k in value.keywords))
 
 
 def _is_property(decorator: ast.expr) -> bool:
