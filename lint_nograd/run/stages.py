@@ -157,6 +157,8 @@ class Run:
         reported where backward is called: the function's module is loaded when linking asks)."""
         if file.index is None:
             return False
+        if file.module in self.helpers_callers:
+            return True  # it may hand a helper what its caller gave it (`hutchinson(self.model, x)`)
         if file.module not in self.leading_to_regions and file.module not in self.helpers:
             return False  # (a helper leads to no region itself: what it is handed may)
         return file.index.applies or file.job is not None and file.index.backward or \
@@ -189,6 +191,15 @@ class Run:
         (`loss(net, z, t)` with `def loss(model, z, t)` applying `jvp` to `model`)."""
         applying = {f.module for f in self.files.values() if f.index is not None and f.index.applies}
         return {module for module in applying - self.leading_to_regions
+                if self._leading_to({module}) & self.leading_to_regions}
+
+    @functools.cached_property
+    def helpers_callers(self) -> set[str]:
+        """The modules that import a helper (`helpers`) and that a module leading to a region
+        imports in turn, directly or not: the model may come in through a parameter or an attribute
+        (`ScoreMatching(model)` in a script, whose `__call__` gives `self.model` to the helper)."""
+        importing = {importer for module in self.helpers for importer in self.importers().get(module, ())}
+        return {module for module in importing - self.leading_to_regions - self.helpers
                 if self._leading_to({module}) & self.leading_to_regions}
 
     @functools.cached_property
