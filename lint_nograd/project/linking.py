@@ -232,9 +232,10 @@ class Project:
         return summary.functions.get(key[1]) if summary else None
 
     def _absolute(self, module: str, name: str) -> str | None:
-        """`pkg.model.loss` for `.model.loss` imported in `pkg.train`."""
+        """`pkg.model.loss` for `.model.loss` imported in `pkg.train`; `scripts.config` for `config`
+        imported in `scripts/train.py`, a folder without `__init__.py` (`script_relative`)."""
         if not name.startswith("."):
-            return name
+            return script_relative(module, name, self.modules)
         rest = name.lstrip(".")
         level = len(name) - len(rest)
         entry = self.modules.get(module)
@@ -981,7 +982,7 @@ class Project:
         # Which module an import names depends on the module names alone, which do not change:
         # remembered, as every call site's refs are looked at; by the name alone when absolute.
         name = ref[1]
-        key = (module, name) if name[:1] == "." else name
+        key = (module, name) if name[:1] == "." or name.partition(".")[0] not in self.modules else name
         found = self._origins.get(key, _UNSEEN)
         if found is _UNSEEN:
             found = self._absolute(module, name)
@@ -1751,6 +1752,18 @@ def _closure_parameters(summary: ModuleSummary, module: str, owner: str,
             elif cls is not None:
                 stack += cls.attributes.get(ref[2], ())
     return found
+
+
+def script_relative(module: str, name: str, modules) -> str:
+    """The module an absolute import names: itself, but in a file of a folder without
+    `__init__.py` (a script's, whose folder is first on `sys.path` when it runs) a name no
+    import root holds is looked for beside the file (`from config import MODEL` in
+    `scripts/train.py` is `scripts.config`)."""
+    top = name.partition(".")[0]
+    package = module.rpartition(".")[0]
+    if top in modules or not package or package in modules or f"{package}.{top}" not in modules:
+        return name
+    return f"{package}.{name}"
 
 
 def called_as(function: str) -> str:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Optional
 
 from lint_nograd.analysis import torch_names
-from lint_nograd.project.linking import ModuleEntry, Project, made_by, module_name_and_root
+from lint_nograd.project.linking import ModuleEntry, Project, made_by, module_name_and_root, script_relative
 from lint_nograd.project.summary import ModuleSummary, passes_from_json
 from lint_nograd.report import suppression
 from lint_nograd.report.diagnostics import Diagnostic
@@ -242,7 +242,7 @@ class Run:
         module of a package imported whole (`import pkg` then `pkg.model.loss`)."""
         found: set[str] = set()
         for name in file.index.imports if file.index else ():
-            absolute = _absolute(file, name)
+            absolute = _absolute(file, name, self.by_module)
             while absolute:
                 if absolute in self.by_module:
                     found.add(absolute)
@@ -507,10 +507,11 @@ def _packages(module: str) -> list[str]:
     return [".".join(parts[:end]) for end in range(1, len(parts))]
 
 
-def _absolute(file: ProjectFile, name: str) -> str | None:
-    """`pkg.model` for `.model` imported in `pkg/train.py`."""
+def _absolute(file: ProjectFile, name: str, modules) -> str | None:
+    """`pkg.model` for `.model` imported in `pkg/train.py`; `scripts.config` for `config` in
+    `scripts/train.py` (`linking.script_relative`)."""
     if not name.startswith("."):
-        return name
+        return script_relative(file.module, name, modules)
     if file.module.startswith("<"):
         return None
     rest = name.lstrip(".")
