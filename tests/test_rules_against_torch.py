@@ -318,15 +318,17 @@ def test_partial_and_argnums_applied_in_another_module(monkeypatch):
         assert agree == (not name.endswith("near_miss")), name
 
 
-def test_reach_through_class_members_reports_exactly_the_regions_that_change_a_result():
-    """reach_class_members.py: each case computes one function two ways; the regions reported are
-    those marked with the name of a case whose two results differ (a dataclass field given by
-    position, a `staticmethod` kept in a class, a subclass's override under its base's transform),
-    and none of the look-alikes (another field, a constant, an override run eagerly)."""
+@pytest.mark.parametrize("fixture", ["reach_class_members", "reach_expressions"])
+def test_reach_reports_exactly_the_regions_that_change_a_result(fixture):
+    """Each case of the fixture computes one function two ways; the regions reported are those
+    marked with the name of a case whose two results differ, and none of the look-alikes.
+    reach_class_members.py: a dataclass field given by position, a `staticmethod` kept in a class,
+    a subclass's override under its base's transform; reach_expressions.py: either branch of
+    `a if flag else b`, `net or Default()`, an element of a returned tuple, `type(self).method`."""
     from lint_nograd.report.registry import RULES
     from lint_nograd.run.engine import check_source
 
-    path = FIXTURES / "reach_class_members.py"
+    path = FIXTURES / f"{fixture}.py"
     ns = runpy.run_path(str(path))
     x = torch.tensor([1.0, 2.0, 4.0], dtype=torch.float64)
     changed = {name for name, case in ns.items() if name.startswith("case_")
@@ -334,9 +336,10 @@ def test_reach_through_class_members_reports_exactly_the_regions_that_change_a_r
     lines = path.read_text().splitlines()
     reported = {lines[d.row - 1].partition("# ")[2] for d in check_source(path.read_bytes(), path.name, frozenset(RULES))
                 if d.code in ("NG004", "NG005")}
-    assert changed == reported == {"case_dataclass_field_by_position", "case_kept_as_a_staticmethod",
-                                   "case_overridden_under_the_base_transform"}
-    assert ns["Sampler"](torch.nn.Linear(3, 3)).divergences(x.reshape(1, 3).float()).shape == (1,)
+    assert changed == reported and len(changed) >= 3
+    assert len(changed) < len([name for name in ns if name.startswith("case_")])  # and look-alikes
+    if "Sampler" in ns:
+        assert ns["Sampler"](torch.nn.Linear(3, 3)).divergences(x.reshape(1, 3).float()).shape == (1,)
 
 
 def test_the_modules_own_state_matters_where_functional_call_or_a_trained_trace_differentiates_it():

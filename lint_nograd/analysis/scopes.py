@@ -316,7 +316,12 @@ class Scopes:
 
 def _unpacked(targets: list[ast.expr], value: ast.expr | None) -> list[ast.expr | None]:
     """The value each of `targets` takes from `value`: its elements when it is a tuple or list written
-    out (`a, *b = f, g, h`: `b` takes `[g, h]`), else unknown (None)."""
+    out (`a, *b = f, g, h`: `b` takes `[g, h]`); else, up to a starred target, the element at its
+    place (`model, opt = setup()`: `setup()[0]`, `setup()[1]`); else unknown (None)."""
+    if value is not None and not isinstance(value, (ast.Tuple, ast.List)):
+        starred = next((at for at, target in enumerate(targets) if isinstance(target, ast.Starred)), len(targets))
+        return [ast.copy_location(ast.Subscript(value, ast.copy_location(ast.Constant(at), value), ast.Load()), value)
+                if at < starred else None for at in range(len(targets))]
     if not isinstance(value, (ast.Tuple, ast.List)) or any(isinstance(e, ast.Starred) for e in value.elts):
         return [None] * len(targets)
     starred = [index for index, target in enumerate(targets) if isinstance(target, ast.Starred)]

@@ -584,7 +584,9 @@ class Project:
             if info is None:
                 continue
             if name in info.methods:
-                return (("F", module, info.methods[name], bound),)
+                function = summary.functions.get(info.methods[name])
+                kind = function.kind if function is not None else ""
+                return (("F", module, info.methods[name], kind == "classmethod" or bound and kind != "staticmethod"),)
             if name in info.attributes:
                 found: list[Value] = []
                 for other_module, other in order:

@@ -152,6 +152,7 @@ class Function:
     # return y`): what those callees are; the function has no graph to give if each of them has none
     returns_through: tuple[Ref, ...] = ()
     passes: list[Passing] = field(default_factory=list)  # each call of the project's code (`summarise(passes=True)`)
+    kind: str = ""  # "staticmethod" (never bound to what it is read from), "classmethod" (bound to the class)
 
 
 @dataclass(slots=True)
@@ -238,7 +239,8 @@ class ModuleSummary:
                                  "reads": f.reads, "region_calls": [region_call(c) for c in f.region_calls],
                                  "applied": [applied(a) for a in f.applied], "guarded": f.guarded,
                                  "shielded": f.shielded,
-                                 "sets_grad_mode": f.sets_grad_mode, "returns_through": f.returns_through}
+                                 "sets_grad_mode": f.sets_grad_mode, "returns_through": f.returns_through,
+                                 "kind": f.kind}
                           for name, f in self.functions.items()},
             "classes": {name: {"bases": c.bases, "methods": c.methods, "attributes": c.attributes}
                         for name, c in self.classes.items()},
@@ -297,7 +299,7 @@ class ModuleSummary:
                                     [region_call(c) for c in f.get("region_calls", ())],
                                     [applied(a) for a in f.get("applied", ())], refs(f.get("guarded", ())),
                                     refs(f.get("shielded", ())), bool(f.get("sets_grad_mode", False)),
-                                    refs(f.get("returns_through", ())))
+                                    refs(f.get("returns_through", ())), kind=f.get("kind", ""))
                      for name, f in data["functions"].items()}
         classes = {name: Class(tuple(refs(b) for b in c["bases"]), dict(c["methods"]),
                                {k: refs(v) for k, v in c["attributes"].items()})
@@ -598,6 +600,8 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
                           for ref in self.refs(call.args[0], scope, depth + 1)])
         callees = self.refs(func, scope, depth + 1)
         names = _imported(callees) | (self._builtin(func, scope) if not callees else frozenset())
+        if names == _TYPE and len(call.args) == 1:  # `type(self)`: the class of an instance
+            return tuple([ref[1] for ref in self.refs(call.args[0], scope, depth + 1) if ref[0] == "inst"])
         on_elements = _on_elements(names) if names else None
         if on_elements is not None:  # `map(f, xs)` holds what `f` returns; `sorted(xs, key=f)`, the elements
             return self._on_elements_refs(call, on_elements, scope, depth)
@@ -784,8 +788,12 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
                               for ref in container])
             key = _key(expr.slice)
             return tuple([("item", ref) if key is None else ("item", ref, key) for ref in container])
-        if kind is ast.Starred:
+        if kind is ast.Starred or kind is ast.NamedExpr:
             return self.refs(expr.value, scope, depth + 1)
+        if kind is ast.IfExp:  # `A() if flag else B()`: either
+            return self.refs(expr.body, scope, depth + 1) + self.refs(expr.orelse, scope, depth + 1)
+        if kind is ast.BoolOp:  # `net or Default()`: any operand may be the value
+            return tuple([ref for value in expr.values for ref in self.refs(value, scope, depth + 1)])
         return ()
 
     def _elements(self, elements: list, scope: Scope, depth: int, keys: list = ()) -> tuple[Ref, ...]:
@@ -944,6 +952,9 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         args = node.args
         self.functions[name] = Function(tuple(a.arg for a in _positional(node)),
                                         tuple(a.arg for a in args.kwonlyargs))
+        kind = self._method_kind(node)
+        if kind == "staticmethod" or kind == "classmethod":
+            self.functions[name].kind = kind
         self._calls[name] = {}
         outer = (self.scope, self.function, self.method_class, self.dual_level, self.grad)
         self.scope = self.scopes.enter(node, self.scope)
@@ -1609,10 +1620,11 @@ _GENERICS = {**dict.fromkeys(("Optional", "Union"), "any"),
                               "defaultdict"), "values")}
 _NOT_THE_PROJECTS = ("torch.", "functorch.", "typing.", "typing_extensions.", "collections.", "builtins.",
                      "numpy.", "dataclasses.", "enum.", "pathlib.")
-_BUILTIN_CALLS = frozenset(name.partition(".")[2] for table in (library.CALLS_ON_ELEMENTS, library.RETURNS_ARGUMENT)
+_TYPE = frozenset({"builtins.type"})
+_BUILTIN_CALLS = frozenset(name.partition(".")[2] for table in (library.CALLS_ON_ELEMENTS, library.RETURNS_ARGUMENT, _TYPE)
                            for name in table if name.startswith("builtins."))
 _ADDS = frozenset({"append", "extend", "insert", "add_module", "register_module", "update", "setdefault"})
-_MAY_REFER = frozenset({ast.Name, ast.Attribute, ast.Lambda, ast.Call})  # what `refs` finds anything in
+_MAY_REFER = frozenset({ast.Name, ast.Attribute, ast.Lambda, ast.Call, ast.IfExp, ast.BoolOp})  # what `refs` finds anything in
 
 
 def _imported(refs: tuple[Ref, ...]) -> frozenset[str]:
