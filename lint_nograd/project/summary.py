@@ -917,8 +917,12 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             if binding is not None and binding.scope is self.scopes.module and self.function != MODULE_BODY:
                 refs = tuple([_kept(ref) for ref in refs])  # a registry: `MODELS[name] = cls` in `register(cls)`
             if binding is not None and not binding.imported:
-                self._added.setdefault(binding, []).extend(refs)
-                self._of_binding.clear()  # what was found for names bound to it is found again
+                own = set(self.refs(container))  # `d[k] = d.pop(j)`: its own elements add nothing
+                added = self._added.setdefault(binding, [])
+                new = [ref for ref in refs if ref not in added and not _holds_any(ref, own)]
+                if new:
+                    added.extend(new)
+                    self._of_binding.clear()  # what was found for names bound to it is found again
         elif isinstance(container, ast.Attribute) and self.method_class is not None \
                 and self.refs(container.value) == (("inst", ("cls", self.method_class)),):
             known = self.classes[self.method_class].attributes.get(container.attr, ())
@@ -1764,6 +1768,11 @@ def _is_dataclass(node: ast.ClassDef) -> bool:
         if name == "dataclass":
             return True
     return False
+
+
+def _holds_any(ref: Ref, refs: set) -> bool:
+    """Whether `ref` is one of `refs` or made from one (`("box", ("item", r), "k")` from `r`)."""
+    return ref in refs or any(type(part) is tuple and _holds_any(part, refs) for part in ref[1:])
 
 
 def _init_field(statement: ast.AnnAssign) -> bool:
