@@ -389,7 +389,7 @@ class Run:
         found = []
         for module, names in sorted(wanted.items()):
             methods = any("." in name and not name.endswith(".__init__") for name in names)
-            names = {called for name in names if (called := made_by(name))}
+            names = {_spelled(name, called) for name in names if (called := made_by(name))}
             importers = set(self.importers().get(module, ()))
             for package in _packages(module):  # `from pkg import hvp` re-exported by pkg/__init__.py
                 importers |= self.importers().get(package, set())
@@ -465,16 +465,27 @@ class Run:
 
 
 def mentions_any(data: bytes, names: str) -> bool:
-    """Whether the text uses one of the comma-separated `names` as a word."""
+    """Whether the text uses one of the comma-separated `names` as a word (`.name`: as an attribute)."""
     words = words_of(data)
     return any(name.encode() in words for name in names.split(","))
 
 
 def words_of(data: bytes) -> frozenset[bytes]:
-    return frozenset(_WORD.findall(data))
+    """Its words, and each word read as an attribute with its dot (`.set` in `thunk.set(spec)`)."""
+    return frozenset(_WORD.findall(data)) | frozenset(b"." + word for word in _ATTRIBUTE.findall(data))
+
+
+def _spelled(function: str, called: str) -> str:
+    """What a call of `function` spells: a method (not `__init__` nor another dunder, which a call
+    spells otherwise) is called or passed as an attribute, `.set` in `thunk.set(spec)`: a file
+    using `set()` only does not call `PytreeThunk.set`."""
+    member = function.split("#")[0].rpartition(".")
+    method = member[0] != "" and "<locals>" not in function and member[2] == called and not called.startswith("__")
+    return "." + called if method else called
 
 
 _WORD = re.compile(rb"\w+")
+_ATTRIBUTE = re.compile(rb"\.\s*(\w+)")
 
 
 def _size(file: ProjectFile) -> int:
