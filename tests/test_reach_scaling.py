@@ -8,11 +8,15 @@ per function at 1k, 10k and 100k functions.
 """
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from deadline import deadline
+from lint_nograd.analysis.model import SemanticModel
+from lint_nograd.project.summary import summarise
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
 from bench_reach_scaling import project  # noqa: E402  (the benchmark's projects, smaller)
@@ -35,12 +39,6 @@ def test_a_container_refilled_from_itself_is_summarised_in_bounded_time():
     """`state_dict[k] = state_dict.pop(j)`, line after line (checkpoint converters): each element
     assigned once made what the next line reads twice as large, and 25 lines did not finish in
     30 s. What a container gets from its own elements adds nothing now."""
-    import ast
-
-    from deadline import deadline
-    from lint_nograd.analysis.model import SemanticModel
-    from lint_nograd.project.summary import summarise
-
     lines = ["import torch", "state_dict = torch.load('old.pt')", "new = {}"]
     for i in range(40):
         lines += [f"new['k{i}'] = state_dict.pop('j{i}')", f"state_dict['k{i}'] = state_dict.pop('j{i}')"]
