@@ -4,6 +4,7 @@ file of the project."""
 from __future__ import annotations
 
 import ast
+import json
 import importlib.util
 import shutil
 from pathlib import Path
@@ -13,7 +14,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from lint_nograd.analysis import torch_names
 from lint_nograd.report.registry import RULES
-from lint_nograd.run import runner
+from lint_nograd.run import runner, stages
 from lint_nograd.run.jobs import Job
 from lint_nograd.run.cache import Cache
 from lint_nograd.run.files import compile_patterns, discover
@@ -151,3 +152,32 @@ def test_a_call_reaches_a_module_however_its_import_is_spelled(tmp_path, spellin
     jobs = [Job(path, shown, frozenset(RULES)) for path, shown in files if shown == "train.py"]
     found = runner.check(jobs, files, [tmp_path], 1, Cache(None))
     assert [d.code for d in found.diagnostics] == ["NG004"] and not found.errors
+
+
+NOTEBOOK = json.dumps({"cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+                                  "source": ["from ops import directional\n", "directional(f, x, v)"]}],
+                       "metadata": {}, "nbformat": 4, "nbformat_minor": 5}).encode()
+
+
+@pytest.mark.parametrize("text, shown, found", [
+    (b"from ops import (\n    directional,  # a helper\n)\n", "a.py", True),
+    (b"from ops import directional as d\nd(f, x, v)\n", "a.py", True),
+    (b"import ops\nops.directional(f, x, v)\n", "a.py", True),
+    (b"from ops import *\ndirectional(f, x, v)\n", "a.py", True),
+    (NOTEBOOK, "study.ipynb", True),
+    (b"def directional(values):\n    return values\n", "a.py", False),  # a function of its own
+    (b"directional = [1, 2]\nprint(directional)\n", "a.py", False),
+])
+def test_the_callers_of_a_function_are_the_files_that_import_it_or_read_it_as_an_attribute(text, shown, found):
+    """A file can call `ops.probe.directional` only after importing it by name, through a star
+    import, or as an attribute (`ops.directional`): the file defining it is linked already, and
+    another file's name of its own is no call of it."""
+    assert stages.mentions_any(text, stages._spelled("directional"), shown) is found
+
+
+def test_a_dunder_method_is_looked_for_by_its_class():
+    """`Probe.__call__` runs where a `Probe` is called: files naming `Probe` are its callers."""
+    assert stages._spelled("Probe.__call__") == ".Probe"
+    assert stages._spelled("Probe.set") == ".set"
+    assert stages._spelled("register.<locals>.store") == ".register"
+    assert stages._spelled("<lambda>@3:4") == ""

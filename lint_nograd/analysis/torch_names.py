@@ -103,9 +103,9 @@ class Scan:
 
     @property
     def imports(self) -> list[tuple[Optional[bytes], bytes]]:
-        """The import statements, read once (`_import_statements`)."""
+        """The import statements, read once (`import_statements`)."""
         if self._imports is None:
-            self._imports = _import_statements(self.data)
+            self._imports = import_statements(self.data)
         return self._imports
 
     def has(self, family: str) -> bool:
@@ -191,7 +191,7 @@ _AS = re.compile(rb"\bas\b")
 _SPACE = re.compile(rb"\s+")
 
 
-def _import_statements(data: bytes) -> list[tuple[Optional[bytes], bytes]]:
+def import_statements(data: bytes) -> list[tuple[Optional[bytes], bytes]]:
     """(module or None for a plain `import`, the names) of each import statement the text may hold,
     read as Python reads them: after `;` or `:` too, across backslash continuations and brackets,
     comments left out. The statements are found with `bytes.find`: a regular expression over every

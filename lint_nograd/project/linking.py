@@ -727,7 +727,8 @@ class Project:
 
     def _sites_named(self, name: str) -> list[tuple[str, object]]:
         """The call sites of the loaded modules whose callee ends with `name` (indexed once a module)."""
-        for module in self.loaded():
+        loaded = self.loaded()
+        for module in loaded if len(self._indexed) < len(loaded) else ():  # (each is indexed once loaded)
             if module not in self._indexed:
                 self._indexed.add(module)
                 for function in self.summary(module).functions.values():

@@ -147,7 +147,7 @@ class LastRun:
         """Take in a file changed since: False when linking may read it differently. What is learned
         of its bytes (a cache entry) is added to `learned`."""
         from lint_nograd.analysis.torch_names import Scan
-        from lint_nograd.run.stages import facts_key, file_facts, finish_file, local_codes, mentions_any
+        from lint_nograd.run.stages import code_of, facts_key, file_facts, finish_file, local_codes, mentions_any
 
         key, index, summary, mentions = self.files[str(path)]
         try:
@@ -156,7 +156,7 @@ class LastRun:
             return False
         if content_key(data) == key:
             return True
-        scan = Scan(data)
+        scan = Scan(code_of(data, shown))
         key, entry = content_key(data), {"index": scan.index().to_json()}
         learned.append((path, status, key, entry))
         if _hash(entry["index"]) != index:
@@ -172,7 +172,7 @@ class LastRun:
             if _hash(entry["summary"]) != summary:
                 return False
         elif (job and local_codes(data, shown, job.codes, scan)) or \
-                any(mentions_any(data, names) != found for names, found in mentions.items()):
+                any(mentions_any(data, names, shown) != found for names, found in mentions.items()):
             return False
         self.files[str(path)] = [key, index, summary, mentions]
         if job is None:

@@ -29,6 +29,7 @@ from lint_nograd.report.diagnostics import Diagnostic
 from lint_nograd.run import engine
 from lint_nograd.run.cache import Cache, content_key, diagnostics_from_json, diagnostics_to_json, file_status
 from lint_nograd.run.jobs import CHUNK_FILES, Fixes, Job, Outcome
+from lint_nograd.run.notebook import Notebook, NotebookError
 from lint_nograd.run.regular_file import read_regular_file
 from lint_nograd.run.workers import Workers, collector_paused
 
@@ -103,6 +104,7 @@ class Run:
         for file in sorted(self.files.values(), key=lambda file: file.root):  # the first root wins
             self.by_module.setdefault(file.module, file)
         self._importers: dict[str, set[str]] | None = None
+        self._importing_kept: dict[str, frozenset[str]] = {}
         self.findings: dict[Path, list[Diagnostic]] = {}  # of each file given, once finished
         self.found: dict[Path, list[engine.Linked]] = {}  # what linking gave each file given
         self._ahead: dict[Path, tuple] = {}  # facts made before linking asks for them, and their summary if read
@@ -190,8 +192,7 @@ class Run:
         imports, directly or not: their functions may transform what that module hands them
         (`loss(net, z, t)` with `def loss(model, z, t)` applying `jvp` to `model`)."""
         applying = {f.module for f in self.files.values() if f.index is not None and f.index.applies}
-        return {module for module in applying - self.leading_to_regions
-                if self._leading_to({module}) & self.leading_to_regions}
+        return {module for module in applying - self.leading_to_regions if module in self.under_regions}
 
     @functools.cached_property
     def helpers_callers(self) -> set[str]:
@@ -200,7 +201,7 @@ class Run:
         (`ScoreMatching(model)` in a script, whose `__call__` gives `self.model` to the helper)."""
         importing = {importer for module in self.helpers for importer in self.importers().get(module, ())}
         return {module for module in importing - self.leading_to_regions - self.helpers
-                if self._leading_to({module}) & self.leading_to_regions}
+                if module in self.under_regions}
 
     @functools.cached_property
     def transforming(self) -> set[str]:
@@ -214,14 +215,26 @@ class Run:
         """The modules that may apply a transform or tracer, and those whose imports lead to one."""
         return self._leading_to({f.module for f in self.files.values() if f.index is not None and f.index.applies})
 
-    def _leading_to(self, found: set[str]) -> set[str]:
+    def _leading_to(self, found: set[str], known: frozenset[str] = frozenset()) -> set[str]:
+        """`found` and the modules whose imports lead to one of them, but for `known`, a set
+        already closed under importing."""
         stack = list(found)
         while stack:
             for importer in self.importers().get(stack.pop(), ()):
-                if importer not in found:
+                if importer not in found and importer not in known:
                     found.add(importer)
                     stack.append(importer)
         return found
+
+    def _importing(self, module: str) -> frozenset[str]:
+        """`_leading_to({module, *_packages(module)})`, kept: the walk from a module stops at what
+        leads to its package already (on torch, nearly every module leads to `torch`)."""
+        if module not in self._importing_kept:
+            package = module.rpartition(".")[0]
+            known = self._importing(package) if package else frozenset()
+            found = self._leading_to({module} - known, known)
+            self._importing_kept[module] = frozenset(found | known)
+        return self._importing_kept[module]
 
     def importers(self) -> dict[str, set[str]]:
         """For each module, the modules whose imports may bring it in."""
@@ -389,12 +402,12 @@ class Run:
         found = []
         for module, names in sorted(wanted.items()):
             methods = any("." in name and not name.endswith(".__init__") for name in names)
-            names = {_spelled(name, called) for name in names if (called := made_by(name))}
+            names = {spelled for name in names if (spelled := _spelled(name))}
             importers = set(self.importers().get(module, ()))
             for package in _packages(module):  # `from pkg import hvp` re-exported by pkg/__init__.py
                 importers |= self.importers().get(package, set())
             if methods:  # through any number of modules: `Net().export(x)` with `export` in a base of `Net`
-                importers = {m for m in self._leading_to({module, *_packages(module)}) if m in self.by_module}
+                importers = {m for m in self._importing(module) if m in self.by_module}
             importers.discard(module)
             # what a file passes leads to a region only if its imports lead to one, or if a file
             # leading to one hands it a function to pass on
@@ -415,7 +428,7 @@ class Run:
                     data = file.job.data if file.job and file.job.data is not None else read_regular_file(file.path)
                 except OSError:
                     return False
-                words = self._words[file.path] = words_of(data)
+                words = self._words[file.path] = words_of(code_of(data, file.shown))
             mentions[key] = any(name.encode() in words for name in key.split(","))
         return mentions[key]
 
@@ -464,24 +477,45 @@ class Run:
             self.outcome.diagnostics += suppression.settle(found, self.files[path].job.codes)
 
 
-def mentions_any(data: bytes, names: str) -> bool:
-    """Whether the text uses one of the comma-separated `names` as a word (`.name`: as an attribute)."""
-    words = words_of(data)
+def mentions_any(data: bytes, names: str, shown: str) -> bool:
+    """Whether the file's code uses one of the comma-separated `names` as a word (`.name`: as an
+    attribute, or imported by name)."""
+    words = words_of(code_of(data, shown))
     return any(name.encode() in words for name in names.split(","))
 
 
 def words_of(data: bytes) -> frozenset[bytes]:
-    """Its words, and each word read as an attribute with its dot (`.set` in `thunk.set(spec)`)."""
-    return frozenset(_WORD.findall(data)) | frozenset(b"." + word for word in _ATTRIBUTE.findall(data))
+    """Its words, and each word read as an attribute or imported by name with a dot (`.set` in
+    `thunk.set(spec)`, `.hvp` for `from .ops import hvp`; every word after `from m import *`)."""
+    words = frozenset(_WORD.findall(data))
+    named = set(_ATTRIBUTE.findall(data))
+    for module, names in torch_names.import_statements(data):
+        if module is not None:
+            named.update(words if b"*" in names else _WORD.findall(names))
+    return words | frozenset(b"." + word for word in named)
 
 
-def _spelled(function: str, called: str) -> str:
-    """What a call of `function` spells: a method (not `__init__` nor another dunder, which a call
-    spells otherwise) is called or passed as an attribute, `.set` in `thunk.set(spec)`: a file
-    using `set()` only does not call `PytreeThunk.set`."""
-    member = function.split("#")[0].rpartition(".")
-    method = member[0] != "" and "<locals>" not in function and member[2] == called and not called.startswith("__")
-    return "." + called if method else called
+def code_of(data: bytes, shown: str) -> bytes:
+    """A file's code: a notebook's cells, whose imports a word search must read as code."""
+    if shown.endswith(".ipynb"):
+        try:
+            return Notebook.read(data).source.encode()
+        except NotebookError:
+            pass
+    return data
+
+
+def _spelled(function: str) -> str:
+    """What a file calling `function` spells, when it is not the file defining it: the name
+    `made_by` gives, read as an attribute or imported by name (`.set` in `thunk.set(spec)`, `.hvp`
+    in `from ops import hvp`): a file using the builtin `set()` only does not call
+    `PytreeThunk.set`. A dunder method runs on an instance: the class is spelled (`Net.__call__`,
+    `.Net`); "" when nothing names it (a lambda)."""
+    parts = function.split("#")[0].split(".")
+    if len(parts) > 1 and parts[-1].startswith("__") and "<locals>" not in parts:
+        return "." + parts[-2] if parts[-2].isidentifier() else ""
+    called = made_by(function)
+    return called and "." + called
 
 
 _WORD = re.compile(rb"\w+")
@@ -552,7 +586,7 @@ def read_file(path: Path, shown: str, job: Job | None):
         data = _source(path, job)
     except OSError as error:  # removed since it was found, a broken link, a folder, ...
         return None, "", None, None, f"cannot read {shown}: {error.strerror or error}"
-    scan = torch_names.Scan(data)
+    scan = torch_names.Scan(code_of(data, shown))  # a notebook's imports are read in its cells
     key, facts, error = content_key(data), None, None
     if job is not None and (codes := local_codes(data, shown, job.codes, scan)) and not _known_facts(key, job):
         facts, error = _facts(data, shown, codes, job.release)
