@@ -10,6 +10,7 @@ touches are never parsed. Nothing here imports or runs the project's code.
 """
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -139,6 +140,10 @@ class Project:
         self._passes: dict[str, dict] = {}
         self._read = read
         self._loaded: Optional[list[str]] = None  # `loaded()`, until a module is loaded
+        self._module_order = {name: position for position, name in enumerate(modules)}
+        # the modules loaded, in their order (`loaded()` hands out a copy), and those not in `_by_last_name` yet
+        self._loaded_in_order = [name for name, entry in modules.items() if entry.loaded and entry.summary is not None]
+        self._not_indexed = list(self._loaded_in_order)
         self._load = load
         self._leads, self._transforms = leads, transforms
         self._toward_transforms = toward_transforms  # the modules whose imports lead to one applying a transform
@@ -164,7 +169,6 @@ class Project:
         self._uses: dict[str, dict[tuple, list]] = {}  # module -> parameter -> how its functions use it
         self._passed: dict[tuple[str, str, str], tuple[Value, ...]] = {}  # what calls pass to a parameter
         self._passed_elements: dict[tuple, tuple[Value, ...]] = {}  # (parameter, key) -> the elements passed
-        self._indexed: set[str] = set()  # the modules whose call sites are in `_by_last_name`
         self._by_last_name: dict[str, list] = defaultdict(list)  # a callee's last name -> (module, call site)
         self._following = False  # reach is being propagated
         self._self_transforming: Optional[set[str]] = None  # the names of methods that transform `self`
@@ -197,7 +201,6 @@ class Project:
         self._subclass_unsettled: dict[tuple[str, str], list[tuple[str, str]]] = {}
         self._subclass_sorted: dict[tuple[str, str], list[tuple[str, str]]] = {}
         self._subclass_count = -1  # the modules loaded when they were last indexed
-        self._module_order = {name: position for position, name in enumerate(modules)}
 
     # -- modules ------------------------------------------------------------------------------------
 
@@ -212,9 +215,12 @@ class Project:
                 self._refused += 1
                 return None
             entry.loaded = True
-            self._loaded = None
             if entry.summary is None and self._load is not None:
                 entry.summary = self._load(entry)
+            if entry.summary is not None:
+                self._loaded = None
+                bisect.insort(self._loaded_in_order, module, key=self._module_order.__getitem__)
+                self._not_indexed.append(module)
         return entry.summary
 
     def leads(self, module: str) -> bool:
@@ -224,7 +230,7 @@ class Project:
     def loaded(self) -> list[str]:
         """The modules loaded so far (found again only after a load: it is asked for at every call site)."""
         if self._loaded is None:
-            self._loaded = [name for name, entry in self.modules.items() if entry.loaded and entry.summary is not None]
+            self._loaded = list(self._loaded_in_order)
         return self._loaded
 
     def function(self, key: FunctionKey) -> Optional[Function]:
@@ -727,10 +733,10 @@ class Project:
 
     def _sites_named(self, name: str) -> list[tuple[str, object]]:
         """The call sites of the loaded modules whose callee ends with `name` (indexed once a module)."""
-        loaded = self.loaded()
-        for module in loaded if len(self._indexed) < len(loaded) else ():  # (each is indexed once loaded)
-            if module not in self._indexed:
-                self._indexed.add(module)
+        if self._not_indexed:
+            self._not_indexed.sort(key=self._module_order.__getitem__)
+            fresh, self._not_indexed = self._not_indexed, []
+            for module in fresh:
                 for function in self.summary(module).functions.values():
                     for site in function.call_sites:
                         for last in {_last_name(ref) for ref in site.callees}:
