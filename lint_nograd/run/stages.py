@@ -403,6 +403,7 @@ class Run:
         for module, names in sorted(wanted.items()):
             methods = any("." in name and not name.endswith(".__init__") for name in names)
             names = {spelled for name in names if (spelled := _spelled(name))}
+            key, spelled = ",".join(sorted(names)), [name.encode() for name in sorted(names)]
             importers = set(self.importers().get(module, ()))
             for package in _packages(module):  # `from pkg import hvp` re-exported by pkg/__init__.py
                 importers |= self.importers().get(package, set())
@@ -413,14 +414,13 @@ class Run:
             # leading to one hands it a function to pass on
             for importer in sorted(importers & self.under_regions):
                 file = self.by_module[importer]
-                if not file.summarised and file.index is not None and names and self._mentions(file, names):
+                if not file.summarised and file.index is not None and names and self._mentions(file, key, spelled):
                     found.append(file)
         return list({file.path: file for file in found}.values())
 
-    def _mentions(self, file: ProjectFile, names: set[str]) -> bool:
-        entry = self.cache.entry(file.content_key)
-        key = ",".join(sorted(names))
-        mentions = entry.setdefault("mentions", {})
+    def _mentions(self, file: ProjectFile, key: str, names: list[bytes]) -> bool:
+        """Whether the file spells one of `names` (`key`: them, comma-separated, as the cache keeps them)."""
+        mentions = self.cache.entry(file.content_key).setdefault("mentions", {})
         if key not in mentions:
             words = self._words.get(file.path)
             if words is None:  # read once, however many names are looked for in it
@@ -429,7 +429,7 @@ class Run:
                 except OSError:
                     return False
                 words = self._words[file.path] = words_of(code_of(data, file.shown))
-            mentions[key] = any(name.encode() in words for name in key.split(","))
+            mentions[key] = any(name in words for name in names)
         return mentions[key]
 
     def lines_of(self, module: str) -> list[str] | None:
