@@ -98,6 +98,49 @@ def test_linking_takes_the_modules_summarised_ahead(capsys, monkeypatch):
     assert ("pkg.model", True) in asked and ("pkg.model", False) not in asked
 
 
+GUESSED = {  # `probe(self.net, x)`: whether `probe` transforms what it is handed needs `lib` loaded (q.hand)
+    "m.py": "from helpers import probe\nfrom torch.func import jvp\n\n\n"
+            "def direct(f, x):\n    return jvp(f, (x,), (x,))\n\n\n"
+            "class Trainer:\n    def __init__(self, net):\n        self.net = net\n\n"
+            "    def step(self, x):\n        return probe(self.net, x)\n",
+    "helpers.py": "from m import direct\n\n\ndef probe(f, x):\n    return direct(f, x)\n",
+    "q.py": "import lib\nfrom torch.func import jvp\n\n\ndef hand(g, x):\n    return lib.direct(g, x)\n\n\n"
+            "def other(f, x):\n    return jvp(f, (x,), (x,))\n",
+    "lib.py": "import energies\nimport m\n\n\ndef direct(f, x):\n    return f(x)\n",
+    "energies.py": "import torch\n\n\ndef energy(x):\n    with torch.no_grad():\n        s = x.max()\n"
+                   "    return x / s\n",
+    "run.py": "import torch\nfrom energies import energy\nfrom m import Trainer\n\n"
+              "Trainer(energy).step(torch.ones(3))\n",
+}
+
+
+def test_guessing_what_to_summarise_ahead_loads_nothing(tmp_path, capsys, monkeypatch):
+    """The guess of what linking will ask for is told from the refs alone: a module summarised
+    while guessing is summarised in this process, one at a time, which is what summarising ahead
+    in worker processes is there to spare."""
+    for name, text in GUESSED.items():
+        (tmp_path / name).write_text(text)
+    loaded: list[str] = []
+    guessing: list[bool] = []
+    real_load, real_ahead = stages.Run._load, stages.Run._summarise_ahead
+
+    def ahead(self, project, modules):
+        guessing.append(True)
+        try:
+            return real_ahead(self, project, modules)
+        finally:
+            guessing.pop()
+
+    monkeypatch.setattr(stages.Run, "_summarise_ahead", ahead)
+    monkeypatch.setattr(stages.Run, "_load", lambda self, entry: (loaded.extend([entry.name] * bool(guessing)),
+                                                                  real_load(self, entry))[1])
+    monkeypatch.setattr(cli, "PARALLEL_MIN_FILES", 0)
+    with_guess = run(tmp_path, ["check", "--isolated", "."], capsys, "--no-cache", "--jobs", "2")
+    assert loaded == [] and guessing == [] and "energies.py:5:10: NG004" in with_guess
+    monkeypatch.setattr(stages, "AHEAD_LEVELS", 0)
+    assert run(tmp_path, ["check", "--isolated", "."], capsys, "--no-cache", "--jobs", "2") == with_guess
+
+
 def test_the_collector_is_paused_for_a_run_and_back_after_it(capsys, monkeypatch):
     """Linking makes many objects and no cycles: the collector is off meanwhile, and on again after
     (the editor server runs one check after another in one process)."""

@@ -928,14 +928,15 @@ class Project:
             for source in function.sources:
                 found.update(m for ref in source.targets if (m := self._module_of(module, ref)) and self.leads(m))
             for site in function.call_sites:
-                if self._may_transform(module, site) and (self._passes_a_lead(module, site) or any(
+                if self._may_transform(module, site) and (self._passes_a_lead(module, site, guess=True) or any(
                         _parameter(module, ref) for refs in _arguments(site) for ref in refs)):
                     found.update(m for ref in site.callees if (m := self._module_of(module, ref)) is not None)
         return found - {module}
 
-    def _passes_a_lead(self, module: str, site) -> bool:
+    def _passes_a_lead(self, module: str, site, guess: bool = False) -> bool:
         """Whether a call hands on something defined in a module that may lead to a region: told
-        from the refs alone, so that nothing is loaded to answer."""
+        from the refs alone. What an object holds is a lead where the callee is named as a helper;
+        with `guess` (to summarise ahead), wherever: then nothing is loaded to answer."""
         leads = self._leads
         arguments = _arguments(site) if not site.receiver or self._may_take_self(site) else \
             chain(site.args, site.keywords.values())
@@ -948,7 +949,7 @@ class Project:
                 held = held or _attribute_read(ref)
         # what an object holds (`helper(self.net, x)`, with `self.net` set from what built it) may be
         # anything: looked into when the callee is named as a helper handing its parameter to a transform
-        return held and any(_last_name(ref) in self._transforming_helpers() for ref in site.callees)
+        return held and (guess or any(_last_name(ref) in self._transforming_helpers() for ref in site.callees))
 
     def _transforming_helpers(self) -> set[str]:
         """The names of the functions of the loaded modules (when first asked) that hand a parameter
