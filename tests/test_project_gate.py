@@ -164,6 +164,7 @@ NOTEBOOK = json.dumps({"cells": [{"cell_type": "code", "metadata": {}, "outputs"
     (b"from ops import directional as d\nd(f, x, v)\n", "a.py", True),
     (b"import ops\nops.directional(f, x, v)\n", "a.py", True),
     (b"from ops import *\ndirectional(f, x, v)\n", "a.py", True),
+    (b"import ops\ngetattr(ops, 'directional')(f, x, v)\n", "a.py", True),
     (NOTEBOOK, "study.ipynb", True),
     (b"def directional(values):\n    return values\n", "a.py", False),  # a function of its own
     (b"directional = [1, 2]\nprint(directional)\n", "a.py", False),

@@ -403,7 +403,7 @@ class Run:
         for module, names in sorted(wanted.items()):
             methods = any("." in name and not name.endswith(".__init__") for name in names)
             names = {spelled for name in names if (spelled := _spelled(name))}
-            key, spelled = ",".join(sorted(names)), [name.encode() for name in sorted(names)]
+            key, spellings = ",".join(sorted(names)), [name.encode() for name in sorted(names)]
             importers = set(self.importers().get(module, ()))
             for package in _packages(module):  # `from pkg import hvp` re-exported by pkg/__init__.py
                 importers |= self.importers().get(package, set())
@@ -414,7 +414,7 @@ class Run:
             # leading to one hands it a function to pass on
             for importer in sorted(importers & self.under_regions):
                 file = self.by_module[importer]
-                if not file.summarised and file.index is not None and names and self._mentions(file, key, spelled):
+                if not file.summarised and file.index is not None and names and self._mentions(file, key, spellings):
                     found.append(file)
         return list({file.path: file for file in found}.values())
 
@@ -486,9 +486,10 @@ def mentions_any(data: bytes, names: str, shown: str) -> bool:
 
 def words_of(data: bytes) -> frozenset[bytes]:
     """Its words, and each word read as an attribute or imported by name with a dot (`.set` in
-    `thunk.set(spec)`, `.hvp` for `from .ops import hvp`; every word after `from m import *`)."""
+    `thunk.set(spec)` or `getattr(thunk, "set")`, `.hvp` for `from .ops import hvp`; every word
+    after `from m import *`)."""
     words = frozenset(_WORD.findall(data))
-    named = set(_ATTRIBUTE.findall(data))
+    named = set(_ATTRIBUTE.findall(data)) | set(_GETATTR.findall(data))
     for module, names in torch_names.import_statements(data):
         if module is not None:
             named.update(words if b"*" in names else _WORD.findall(names))
@@ -520,6 +521,7 @@ def _spelled(function: str) -> str:
 
 _WORD = re.compile(rb"\w+")
 _ATTRIBUTE = re.compile(rb"\.\s*(\w+)")
+_GETATTR = re.compile(rb"\bgetattr\s*\([^,]*,\s*[\"'](\w+)[\"']")
 
 
 def _size(file: ProjectFile) -> int:
