@@ -4,8 +4,8 @@ file of the project."""
 from __future__ import annotations
 
 import ast
-import json
 import importlib.util
+import json
 import shutil
 from pathlib import Path
 
@@ -171,8 +171,8 @@ NOTEBOOK = json.dumps({"cells": [{"cell_type": "code", "metadata": {}, "outputs"
 ])
 def test_the_callers_of_a_function_are_the_files_that_import_it_or_read_it_as_an_attribute(text, shown, found):
     """A file can call `ops.probe.directional` only after importing it by name, through a star
-    import, or as an attribute (`ops.directional`): the file defining it is linked already, and
-    another file's name of its own is no call of it."""
+    import, or as an attribute (`ops.directional`, `getattr(ops, "directional")`): the file
+    defining it is linked already, and another file's name of its own is no call of it."""
     assert stages.mentions_any(text, stages._spelled("directional"), shown) is found
 
 

@@ -425,7 +425,7 @@ class Run:
             words = self._words.get(file.path)
             if words is None:  # read once, however many names are looked for in it
                 try:
-                    data = file.job.data if file.job and file.job.data is not None else read_regular_file(file.path)
+                    data = _source(file.path, file.job)
                 except OSError:
                     return False
                 words = self._words[file.path] = words_of(code_of(data, file.shown))
@@ -480,8 +480,13 @@ class Run:
 def mentions_any(data: bytes, names: str, shown: str) -> bool:
     """Whether the file's code uses one of the comma-separated `names` as a word (`.name`: as an
     attribute, or imported by name)."""
-    words = words_of(code_of(data, shown))
+    words = _code_words(data, shown)
     return any(name.encode() in words for name in names.split(","))
+
+
+@functools.lru_cache(maxsize=1)  # a changed file is asked about each name searched in it
+def _code_words(data: bytes, shown: str) -> frozenset[bytes]:
+    return words_of(code_of(data, shown))
 
 
 def words_of(data: bytes) -> frozenset[bytes]:
