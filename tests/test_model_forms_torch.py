@@ -158,6 +158,21 @@ def test_regions_spelled_through_a_variable_and_type_checking_names():
     assert forward_minus_reverse(module.stack_of_other_contexts) == 0
 
 
+def test_regions_entered_through_a_class_of_the_file():
+    """fixtures/checker/ng004_region_classes.py: a subclass of `no_grad` (as a `with` item or a
+    decorator) and a class whose `__enter__` turns grad off change forward-mode results; the
+    look-alikes (an `__enter__` that enters nothing, sets grad back, or only on a condition) do not."""
+    path = Path(__file__).parent / "fixtures" / "checker" / "ng004_region_classes.py"
+    spec = importlib.util.spec_from_file_location("ng004_region_classes", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for name in ("subclass", "subclass_with_its_own_enter", "subclass_of_a_subclass", "enter_turns_grad_off",
+                 "enter_on_a_held_object", "decorated"):
+        assert forward_minus_reverse(getattr(module, name)) > 0.1, name
+    for name in ("overridden_enter", "thawed", "set_back", "maybe_off", "timed"):
+        assert forward_minus_reverse(getattr(module, name)) == 0, name
+
+
 @pytest.mark.parametrize("project", ["stored_functions"], indirect=True)
 def test_functions_stored_on_a_module_a_config_or_as_a_default(project):
     nets, parts = project("pkg.nets"), project("pkg.parts")

@@ -37,6 +37,9 @@ class GradModeChange:
     # `for x in batches():` where `batches` yields inside a region: the loop's body runs in it too (the
     # generator is suspended inside the `with`); `expr` is the call, `owner` the loop, this the region
     leaked_from: Optional["GradModeChange"] = None
+    # `with frozen():` where `frozen`, a class of this file, extends `torch.no_grad` or turns grad off in
+    # its `__enter__`: the class's name (a rewrite would drop whatever else the class does)
+    entered_by: str = ""
 
     @property
     def disables_grad(self) -> bool:
@@ -73,6 +76,8 @@ class GradModeChange:
     def describe(self) -> str:
         if self.leaked_from is not None:
             return self.leaked_from.describe()
+        if self.entered_by:
+            return self.entered_by
         if self.api == "set_grad_enabled":
             return "set_grad_enabled(False)"
         return self.api
@@ -280,6 +285,8 @@ class SemanticModel:
         self._candidates: list[tuple[ast.expr, Scope, ast.AST, Optional[ast.AST], ast.AST]] = []
         self._loops: list[tuple[ast.For | ast.AsyncFor, Scope, Optional[ast.AST], ast.AST]] = []  # over a call
         self._aliases: list[tuple[str, str]] = []  # (alias, the name it stands for)
+        self._classes: list[tuple[ast.ClassDef, Scope]] = []  # every class, for those entering regions
+        self._class_modes: dict[ast.ClassDef, Optional[tuple[str, Optional[bool], bool]]] = {}  # `_class_mode`
         # `loss`, `Net.forward`, `outer.<locals>.inner` (Python's __qualname__; `f#2` for a second `f`)
         self.qualified_name: dict[ast.AST, str] = {}
         self.returns: dict[ast.AST, list[Optional[GradModeChange]]] = {}  # per walked function: graphless returns
@@ -324,14 +331,9 @@ class SemanticModel:
         target = call.func if call else expr
         if not isinstance(target, (ast.Name, ast.Attribute)):
             return None
-        names = self.scopes.qualified_names(target, scope)
-        for api_name, spellings in (("no_grad", torch_names.NO_GRAD), ("enable_grad", torch_names.ENABLE_GRAD),
-                                    ("set_grad_enabled", torch_names.SET_GRAD_ENABLED),
-                                    ("inference_mode", torch_names.INFERENCE_MODE)):
-            if names & spellings:
-                break
-        else:
-            return None
+        api_name = _api_named(self.scopes.qualified_names(target, scope))
+        if api_name is None:
+            return self._class_region(target, scope, expr, owner, function, entered, outer)
         if not entered and isinstance(owner, ast.Expr) and api_name != "set_grad_enabled":
             return None  # of the four, only set_grad_enabled acts when merely called
         enabled = {"no_grad": False, "enable_grad": True}.get(api_name)
@@ -346,6 +348,93 @@ class SemanticModel:
         self.grad_mode_changes.append(change)
         self._change_of[expr] = self._change_of[outer] = change
         return change
+
+    def _class_region(self, target: ast.expr, scope: Scope, expr: ast.expr, owner: ast.AST,
+                      function: ast.AST | None, entered: bool, outer: ast.expr) -> GradModeChange | None:
+        """`with frozen():` or `@frozen()` where `frozen` is a class of this file that enters a grad
+        mode (`_class_mode`); only a `with` where the class changes the mode in its own `__enter__`
+        (it is no decorator then)."""
+        mode = self._class_mode_named(target, scope)
+        if mode is None or not entered and (isinstance(owner, ast.Expr) or not mode[2]):
+            return None
+        change = GradModeChange(mode[0], mode[1], expr, owner, function, entered_by=target.id)
+        self.grad_mode_changes.append(change)
+        self._change_of[expr] = self._change_of[outer] = change
+        return change
+
+    def _class_mode_named(self, target: ast.expr, scope: Scope) -> Optional[tuple[str, Optional[bool], bool]]:
+        """`_class_mode` of the class of this file a name is bound to, alone."""
+        if type(target) is not ast.Name:
+            return None
+        binding = self.scopes.only_binding(target, scope)
+        if binding is None or type(binding.node) is not ast.ClassDef:
+            return None
+        return self._class_mode(binding.node, binding.scope)
+
+    def _class_mode(self, cls: ast.ClassDef, scope: Scope) -> Optional[tuple[str, Optional[bool], bool]]:
+        """(api, enabled, whether it also decorates) for the grad mode that entering an object of a
+        class of this file sets, or None when it sets none we know of: that of the grad-mode class it
+        extends (`class frozen(torch.no_grad)`), unless its own `__enter__` says otherwise, where the
+        last change its body makes holds: `torch.set_grad_enabled(False)`, `super().__enter__()`,
+        `self.context.__enter__()` on a grad-mode object. A change under a condition or in a loop
+        there makes the mode unknown."""
+        if cls in self._class_modes:
+            return self._class_modes[cls]
+        self._class_modes[cls] = None  # (a class that extends itself through its names sets none)
+        inherited = None
+        for base in cls.bases:
+            inherited = self._made_mode(base, scope, called=False)
+            if inherited is not None:
+                break
+        enter = _defines(cls, "__enter__")
+        found = inherited
+        if enter is not None:
+            found, inner = None, self.scopes.of.get(enter, scope)
+            for statement in enter.body:
+                if type(statement) in _COMPOUND or type(statement) is ast.Try:
+                    if any(type(node) is ast.Call and _last_name(node.func) in _ENTERING for node in ast.walk(statement)):
+                        found = None
+                        break
+                    continue
+                call = statement.value if type(statement) in (ast.Expr, ast.Return) else None  # `return super()...`
+                if type(call) is not ast.Call or _last_name(call.func) not in _ENTERING:
+                    continue
+                if _last_name(call.func) != "__enter__":  # `torch.set_grad_enabled(False)`
+                    if _api_named(self.scopes.qualified_names(call.func, inner)) == "set_grad_enabled":
+                        found = self._made_mode(call, inner)
+                    continue
+                entered = call.func.value
+                if type(entered) is ast.Call and type(entered.func) is ast.Name and entered.func.id == "super" \
+                        or any(ast.dump(entered) == ast.dump(base) for base in cls.bases):  # `Base.__enter__(self)`
+                    found = inherited
+                elif type(entered) is ast.Call:  # `torch.no_grad().__enter__()`
+                    found = self._made_mode(entered, inner)
+                else:  # `self.context.__enter__()` after `self.context = torch.no_grad()`
+                    made, at = self._region_object(entered, inner)
+                    found = self._made_mode(made, at) if made is not None else None
+            found = found and (found[0], found[1], False)
+        self._class_modes[cls] = found
+        return found
+
+    def _made_mode(self, expr: ast.expr, scope: Scope, called: bool = True) -> Optional[tuple[str, Optional[bool], bool]]:
+        """The grad mode a call (`called`) or a class sets when entered: `torch.no_grad()`,
+        `torch.set_grad_enabled(False)`, `frozen()` for a class of this file (`_class_mode`); None
+        for a mode a flag chooses."""
+        if called:
+            if type(expr) is not ast.Call:
+                return None
+            call, expr = expr, expr.func
+        if not isinstance(expr, (ast.Name, ast.Attribute)):
+            return None
+        api = _api_named(self.scopes.qualified_names(expr, scope))
+        if api is None:
+            return self._class_mode_named(expr, scope)
+        if api in ("set_grad_enabled", "inference_mode"):
+            if not called:  # extending one: the mode its `__init__` is given, not followed
+                return None if api == "set_grad_enabled" else (api, True, True)
+            enabled = _literal_mode(call, keyword="mode", default=api == "inference_mode")
+            return None if enabled is _UNKNOWN else (api, enabled, True)
+        return api, api == "enable_grad", True
 
     def _region_object(self, expr: ast.expr, scope: Scope) -> tuple[ast.Call | None, Scope]:
         """The call that made the object a `with` item names: `frozen = torch.no_grad()`, or
@@ -404,6 +493,7 @@ class SemanticModel:
                     self._candidates += [(d, scope, node, node, node) for d in node.decorator_list]
                     self._find_candidates(node.body, inner, node, name + ".<locals>.")
                 else:
+                    self._classes.append((node, scope))
                     self._find_candidates(node.body, inner, node, name + ".")
                 continue
             if kind is ast.With or kind is ast.AsyncWith:
@@ -466,6 +556,8 @@ class SemanticModel:
     def _classify_candidates(self) -> None:
         """Resolve the candidates whose last name may be a grad-mode API: only those cost a lookup."""
         words = self._with_aliases(torch_names.GRAD_MODE_WORDS)
+        if self._classes:
+            words = self._with_aliases(words | self._region_class_names(words))
         for expr, scope, owner, function, frame_node in self._candidates:
             entered = _entered_context(expr) if isinstance(owner, ast.Expr) else None
             named = entered if entered is not None else expr
@@ -474,6 +566,21 @@ class SemanticModel:
             change = self.grad_mode_change(expr, scope, owner, function)
             if change and (change.disables_grad or change.when):  # (one a flag chooses may be entered)
                 self._frames_with_regions[frame_node] = None
+
+    def _region_class_names(self, words: set[str]) -> set[str]:
+        """The names of the classes of this file that set a grad mode when entered (`_class_mode`):
+        only those extending a class named in `words` or in turn, or with an `__enter__`, are looked up."""
+        names: set[str] = set()
+        more = True
+        while more:  # a class may extend one defined below it
+            more = False
+            for cls, scope in self._classes:
+                if cls.name not in names and (any(_last_name(base) in words or _last_name(base) in names
+                                                  for base in cls.bases) or _defines(cls, "__enter__")) \
+                        and self._class_mode(cls, scope) is not None:
+                    names.add(cls.name)
+                    more = True
+        return names
 
     def _classify_loops(self) -> None:
         """`for x in batches(...)` (or `enumerate(batches(...))`) where `batches`, a function of this
@@ -1032,6 +1139,21 @@ def _header(statement: ast.stmt) -> list[ast.AST]:
     if hasattr(statement, "subject"):  # match
         return [statement.subject, *[case.guard for case in statement.cases if case.guard]]
     return [handler.type for handler in statement.handlers if handler.type]  # try
+
+
+_APIS = (("no_grad", torch_names.NO_GRAD), ("enable_grad", torch_names.ENABLE_GRAD),
+         ("set_grad_enabled", torch_names.SET_GRAD_ENABLED), ("inference_mode", torch_names.INFERENCE_MODE))
+_ENTERING = frozenset({*torch_names.GRAD_MODE_WORDS, "__enter__"})  # the calls that may set a mode in `__enter__`
+
+
+def _defines(cls: ast.ClassDef, name: str) -> ast.FunctionDef | None:
+    """The method `name` a class body defines, if any."""
+    return next((node for node in cls.body if type(node) is ast.FunctionDef and node.name == name), None)
+
+
+def _api_named(names: frozenset[str]) -> str | None:
+    """"no_grad" for {"torch.no_grad"}: the grad-mode API one of the qualified names is, if any."""
+    return next((api for api, spellings in _APIS if names & spellings), None)
 
 
 def _entered_context(expr: ast.expr) -> ast.expr | None:
