@@ -46,13 +46,14 @@ def findings_by_case(capsys) -> dict[str, list[dict]]:
 
 @contextlib.contextmanager
 def regions_taken_away():
-    """`with torch.inference_mode():` and `with torch.no_grad():` do nothing while the case runs."""
-    saved = torch.inference_mode, torch.no_grad
-    torch.inference_mode = torch.no_grad = lambda *args, **kwargs: contextlib.nullcontext()
+    """`with torch.inference_mode():`, `with torch.no_grad():` and `torch.set_grad_enabled(False)`
+    do nothing while the case runs."""
+    saved = torch.inference_mode, torch.no_grad, torch.set_grad_enabled
+    torch.inference_mode = torch.no_grad = torch.set_grad_enabled = lambda *args, **kwargs: contextlib.nullcontext()
     try:
         yield
     finally:
-        torch.inference_mode, torch.no_grad = saved
+        torch.inference_mode, torch.no_grad, torch.set_grad_enabled = saved
 
 
 @pytest.fixture(scope="module")

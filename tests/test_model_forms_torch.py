@@ -97,6 +97,16 @@ def test_a_model_handed_to_a_loss_that_applies_jvp_to_a_closure_over_it(project)
 
 
 @pytest.mark.parametrize("project", ["models_handed_around"], indirect=True)
+def test_a_model_bound_by_partial_to_a_function_given_to_jvp(project):
+    """`jvp(partial(pointwise, model=Bound()), ...)` runs `Bound.forward` in forward mode; the same
+    binding only called runs it eagerly, where the region holds."""
+    bound, nets = project("pkg.bound"), project("pkg.nets")
+    model = nets.Bound()
+    assert float((bound.bound_tangent(X) - reverse_tangent(model, X)).abs().max()) > 0.1
+    assert torch.equal(bound.bound_score(X), nets.BoundAndCalled()(X).sum())
+
+
+@pytest.mark.parametrize("project", ["models_handed_around"], indirect=True)
 def test_a_model_kept_by_a_trainer(project):
     losses, nets = project("pkg.losses"), project("pkg.nets")
     teacher = nets.Teacher()
@@ -158,18 +168,19 @@ def test_regions_spelled_through_a_variable_and_type_checking_names():
     assert forward_minus_reverse(module.stack_of_other_contexts) == 0
 
 
-def test_regions_entered_through_a_class_of_the_file():
+def test_regions_entered_through_a_class_or_a_function_of_the_file():
     """fixtures/checker/ng004_region_classes.py: a subclass of `no_grad` (as a `with` item or a
-    decorator) and a class whose `__enter__` turns grad off change forward-mode results; the
-    look-alikes (an `__enter__` that enters nothing, sets grad back, or only on a condition) do not."""
+    decorator), a class whose `__enter__` turns grad off and a function returning `no_grad()`
+    change forward-mode results; the look-alikes (an `__enter__` that enters nothing, sets grad
+    back, or only on a condition; a function returning another context) do not."""
     path = Path(__file__).parent / "fixtures" / "checker" / "ng004_region_classes.py"
     spec = importlib.util.spec_from_file_location("ng004_region_classes", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     for name in ("subclass", "subclass_with_its_own_enter", "subclass_of_a_subclass", "enter_turns_grad_off",
-                 "enter_on_a_held_object", "decorated"):
+                 "enter_on_a_held_object", "made_by_a_function", "decorated"):
         assert forward_minus_reverse(getattr(module, name)) > 0.1, name
-    for name in ("overridden_enter", "thawed", "set_back", "maybe_off", "timed"):
+    for name in ("overridden_enter", "thawed", "set_back", "maybe_off", "timed", "made_quiet", "made_for_training"):
         assert forward_minus_reverse(getattr(module, name)) == 0, name
 
 

@@ -14,7 +14,7 @@ import bisect
 import itertools
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 from lint_nograd.analysis import torch_names
 from lint_nograd.analysis.scopes import COMPREHENSION_NODES, FUNCTION_NODES, Scope, Scopes, child_nodes, walk
@@ -38,7 +38,8 @@ class GradModeChange:
     # generator is suspended inside the `with`); `expr` is the call, `owner` the loop, this the region
     leaked_from: Optional["GradModeChange"] = None
     # `with frozen():` where `frozen`, a class of this file, extends `torch.no_grad` or turns grad off in
-    # its `__enter__`: the class's name (a rewrite would drop whatever else the class does)
+    # its `__enter__`, or a function of it returns `torch.no_grad()`: its name (a rewrite would drop
+    # whatever else it does)
     entered_by: str = ""
 
     @property
@@ -286,7 +287,8 @@ class SemanticModel:
         self._loops: list[tuple[ast.For | ast.AsyncFor, Scope, Optional[ast.AST], ast.AST]] = []  # over a call
         self._aliases: list[tuple[str, str]] = []  # (alias, the name it stands for)
         self._classes: list[tuple[ast.ClassDef, Scope]] = []  # every class, for those entering regions
-        self._class_modes: dict[ast.ClassDef, Optional[tuple[str, Optional[bool], bool]]] = {}  # `_class_mode`
+        # `_class_mode`, `_class_mode_named`: of the classes and the functions looked at
+        self._class_modes: dict[ast.AST, Optional[tuple[str, Optional[bool], bool]]] = {}
         # `loss`, `Net.forward`, `outer.<locals>.inner` (Python's __qualname__; `f#2` for a second `f`)
         self.qualified_name: dict[ast.AST, str] = {}
         self.returns: dict[ast.AST, list[Optional[GradModeChange]]] = {}  # per walked function: graphless returns
@@ -352,8 +354,8 @@ class SemanticModel:
     def _class_region(self, target: ast.expr, scope: Scope, expr: ast.expr, owner: ast.AST,
                       function: ast.AST | None, entered: bool, outer: ast.expr) -> GradModeChange | None:
         """`with frozen():` or `@frozen()` where `frozen` is a class of this file that enters a grad
-        mode (`_class_mode`); only a `with` where the class changes the mode in its own `__enter__`
-        (it is no decorator then)."""
+        mode, or a function of it returning one (`_class_mode_named`); only a `with` where a class
+        changes the mode in its own `__enter__` (it is no decorator then)."""
         mode = self._class_mode_named(target, scope)
         if mode is None or not entered and (isinstance(owner, ast.Expr) or not mode[2]):
             return None
@@ -363,13 +365,26 @@ class SemanticModel:
         return change
 
     def _class_mode_named(self, target: ast.expr, scope: Scope) -> Optional[tuple[str, Optional[bool], bool]]:
-        """`_class_mode` of the class of this file a name is bound to, alone."""
+        """The grad mode that calling what a name is bound to, alone, makes: a class of this file
+        (`_class_mode`), or a function of it whose every `return` makes the same one
+        (`def frozen(): return torch.no_grad()`)."""
         if type(target) is not ast.Name:
             return None
         binding = self.scopes.only_binding(target, scope)
-        if binding is None or type(binding.node) is not ast.ClassDef:
+        if binding is None:
             return None
-        return self._class_mode(binding.node, binding.scope)
+        if type(binding.node) is ast.ClassDef:
+            return self._class_mode(binding.node, binding.scope)
+        if type(binding.node) is not ast.FunctionDef:
+            return None
+        if binding.node in self._class_modes:
+            return self._class_modes[binding.node]
+        self._class_modes[binding.node] = None  # (a function returning what it returns makes none)
+        inner = self.scopes.of.get(binding.node, binding.scope)
+        returned = {self._made_mode(node.value, inner) if node.value is not None else None
+                    for node in _returns(binding.node.body)}
+        found = self._class_modes[binding.node] = returned.pop() if len(returned) == 1 else None
+        return found
 
     def _class_mode(self, cls: ast.ClassDef, scope: Scope) -> Optional[tuple[str, Optional[bool], bool]]:
         """(api, enabled, whether it also decorates) for the grad mode that entering an object of a
@@ -391,7 +406,7 @@ class SemanticModel:
         if enter is not None:
             found, inner = None, self.scopes.of.get(enter, scope)
             for statement in enter.body:
-                if type(statement) in _COMPOUND or type(statement) is ast.Try:
+                if type(statement) in _COMPOUND:
                     if any(type(node) is ast.Call and _last_name(node.func) in _ENTERING for node in ast.walk(statement)):
                         found = None
                         break
@@ -561,7 +576,9 @@ class SemanticModel:
         for expr, scope, owner, function, frame_node in self._candidates:
             entered = _entered_context(expr) if isinstance(owner, ast.Expr) else None
             named = entered if entered is not None else expr
-            if _last_name(named.func if isinstance(named, ast.Call) else named) not in words:
+            if _last_name(named.func if isinstance(named, ast.Call) else named) not in words and not (
+                    type(named) is ast.Call and type(named.func) is ast.Name and type(owner) in (ast.With, ast.AsyncWith)
+                    and self._class_mode_named(named.func, scope) is not None):  # `with frozen():`, a factory
                 continue
             change = self.grad_mode_change(expr, scope, owner, function)
             if change and (change.disables_grad or change.when):  # (one a flag chooses may be entered)
@@ -1144,6 +1161,20 @@ def _header(statement: ast.stmt) -> list[ast.AST]:
 _APIS = (("no_grad", torch_names.NO_GRAD), ("enable_grad", torch_names.ENABLE_GRAD),
          ("set_grad_enabled", torch_names.SET_GRAD_ENABLED), ("inference_mode", torch_names.INFERENCE_MODE))
 _ENTERING = frozenset({*torch_names.GRAD_MODE_WORDS, "__enter__"})  # the calls that may set a mode in `__enter__`
+
+
+def _returns(statements: list[ast.stmt]) -> Iterator[ast.Return]:
+    """The `return` statements of a function body, outside the functions and classes it defines;
+    none for a generator."""
+    if yields_in(statements):
+        return
+    stack = list(statements)
+    while stack:
+        node = stack.pop()
+        if type(node) is ast.Return:
+            yield node
+        elif type(node) in _COMPOUND and type(node) not in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+            stack += [statement for block in _blocks(node) for statement in block]
 
 
 def _defines(cls: ast.ClassDef, name: str) -> ast.FunctionDef | None:

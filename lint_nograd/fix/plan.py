@@ -87,7 +87,7 @@ def applicability(calls: list[tuple[str, str]]) -> str:
 def plan_region(model: SemanticModel, region: GradModeChange, detach: bool = False) -> RegionPlan:
     """The plan for a region, or `Refusal`. `detach`: the cut is `.detach()`, which needs a single tensor."""
     if region.entered_by:
-        raise Refusal(f"entered by `{region.entered_by}`, a class of this file: a rewrite would drop what else it does")
+        raise Refusal(f"entered through `{region.entered_by}`: a rewrite would drop what else it does")
     check_owner(model, region)
     check_nesting(model, region.owner.body)
     analysis = RegionAnalysis(model, region, detach)

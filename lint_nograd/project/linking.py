@@ -1182,6 +1182,7 @@ class Project:
         self._queue.append((key, mode))
 
     def _seed(self, module: str, source, function: str) -> None:
+        owner = function
         if source.receivers and not any(self.is_tracer(v) for v in self._values(module, source.receivers)):
             return
         # `f` or `partial(f, w)` as written: `g` bound to `partial(f, w)` shifts the arguments
@@ -1203,6 +1204,29 @@ class Project:
             varied = frozenset(name for name in (*params, *called.kwonly) if name not in constant)
             for mode in source.modes:
                 self._reach(function, mode, _reacher(mode, module, source), varied, receivers)
+        if partial:
+            self._seed_bound(module, source, owner)
+
+    def _seed_bound(self, module: str, source, function: str) -> None:
+        """`jvp(partial(loss, model=net), ...)`: what `partial` binds in the transform's arguments is
+        what `loss` calls (`model(x)`): reached as the call a helper is given (`_follow`)."""
+        owner = self.function((module, function))
+        for site in owner.call_sites if owner else ():
+            if not site.bound or not _within(site.span, source.span):
+                continue
+            outer = self._permissive
+            self._permissive = 2  # following a chain: any module may be loaded
+            try:
+                helpers = [(use, refs) for callee, parameter, refs in self._helpers(module, site)
+                           if (use := self.parameter((callee[1], callee[2], parameter))).called]
+            finally:
+                self._permissive = outer
+            for mode in source.modes:
+                reacher = replace(_reacher(mode, module, source), via=(module, site.span, site.text))
+                for use, refs in helpers:
+                    for path in use.called:
+                        for passed in self._functions_along(module, refs, path):
+                            self._reach(passed, mode, reacher)
 
     def _objects_calling(self, module: str, cls: str, method: str, name: str) -> frozenset:
         """For a method of `cls` giving a transform its own method `name`, the classes of the objects
@@ -1867,6 +1891,11 @@ def _passes(key: tuple[str, str, str], refs: tuple[Ref, ...]) -> bool:
         if ref[0] == "param" and ref[1] == key[1] and ref[2] == key[2]:
             return True
     return False
+
+
+def _within(inner: Span, outer: Span) -> bool:
+    """Whether a span lies inside another (a `partial(...)` written among a transform's arguments)."""
+    return (outer.row, outer.col) <= (inner.row, inner.col) and (inner.end_row, inner.end_col) <= (outer.end_row, outer.end_col)
 
 
 def _imported_names(values) -> set[str]:

@@ -95,6 +95,7 @@ class CallSite:
     span: Span
     text: str
     receiver: tuple[Ref, ...] = ()  # `net` in `net.export(x)`: the `self` of the method called
+    bound: bool = False  # `partial(loss, model=net)`: what a call of its result passes, not a call made here
 
 
 @dataclass(slots=True)
@@ -222,7 +223,7 @@ class ModuleSummary:
 
         def site(c):
             return {"callees": c.callees, "args": c.args, "keywords": c.keywords, "span": span(c.span),
-                    "text": c.text, "receiver": c.receiver}
+                    "text": c.text, "receiver": c.receiver, "bound": c.bound}
 
         def region_call(c):
             return {"callees": c.callees, "api": c.api, "inference": c.inference, "span": span(c.span),
@@ -283,7 +284,7 @@ class ModuleSummary:
         def call_site(d):
             return CallSite(refs(d["callees"]), tuple(refs(a) for a in d["args"]),
                             {k: refs(v) for k, v in d["keywords"].items()}, span(d["span"]), d["text"],
-                            refs(d["receiver"]))
+                            refs(d["receiver"]), d["bound"] is True)
 
         def region_call(d):
             return RegionCall(refs(d["callees"]), d["api"], d["inference"], span(d["span"]), d["text"],
@@ -1033,6 +1034,14 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         self._enter_function(node, [node.body])
         self._returned(self.model.name_of(node), self.refs(node.body, self.scopes.enter(node, self.scope)))
 
+    def visit_Expr(self, node: ast.Expr) -> None:
+        """`torch.set_grad_enabled(False)` called as a statement: the calls after it in the body run
+        in that mode; after one in a branch or a `with`, the mode is not known."""
+        self.visit(node.value)
+        change = self.model.change_at(node.value)
+        if change is not None and not change.on_stack:
+            self.grad = self.grad.after(change) if node in self.scope.node.body else CALLER_STATE
+
     def visit_Return(self, node: ast.Return) -> None:
         self.generic_visit(node)
         if node.value is not None:
@@ -1310,6 +1319,9 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
                     sources[-1].gradient_step = entry.name == "make_fx" and \
                         self._traces_a_gradient_step(node, sources[-1].exported)
                 return
+            if names & torch_names.PARTIAL and node.args:
+                self._bound_by_partial(node)
+                return
             argument = library.argument_of(library.CALLS_ARGUMENT, names)
             if argument is not None:  # `checkpoint(block, x)`, `functional_call(net, params, x)` call it
                 callees = self.refs(_first_argument(node, *argument))
@@ -1341,6 +1353,21 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             span = span_of(node, self.lines)
             self.functions[self.function].call_sites.append(CallSite(callees, args, keywords, span, _short(span),
                                                                      receiver))
+
+    def _bound_by_partial(self, call: ast.Call) -> None:
+        """`partial(loss, model=net)`: a call site of `loss` passing what `partial` binds (every call
+        of the result passes it on), though `loss` is not called here."""
+        callees = tuple([ref for ref in self.refs(call.args[0]) if _may_run_a_function(ref)])
+        args = []
+        for arg in call.args[1:]:
+            if type(arg) is ast.Starred:  # the places of what follows are not known
+                break
+            args.append(self.refs(arg) if type(arg) in _MAY_REFER else ())
+        keywords = {k.arg: refs for k in call.keywords if k.arg and (refs := self.refs(k.value))}
+        if callees and (any(args) or keywords):
+            span = span_of(call, self.lines)
+            self.functions[self.function].call_sites.append(CallSite(callees, tuple(args), keywords, span, _short(span),
+                                                                     bound=True))
 
     def _passing(self, node: ast.Call, callees: tuple[Ref, ...], mediated: bool) -> None:
         """Record which parameters of the function each argument of a call depends on (for a
