@@ -106,6 +106,28 @@ def test_a_model_bound_by_partial_to_a_function_given_to_jvp(project):
     assert torch.equal(bound.bound_score(X), nets.BoundAndCalled()(X).sum())
 
 
+@pytest.mark.parametrize("project", ["passed_containers"], indirect=True)
+def test_models_handed_to_helpers_inside_containers(project):
+    """Each model the helpers take out of a list, a dict, `*args`, `**kwargs` or a pair and give
+    to jvp gets a tangent that reverse mode disagrees with; the look-alikes are only called (or
+    left in the container), so what the helpers return for them is what eager mode computes."""
+    nets, probe = project("pkg.nets"), project("pkg.probe")
+    x = X.float()
+    tangents = {
+        nets.Listed: lambda m: probe.each([m], x)[0],
+        nets.Named: lambda m: probe.by_name({"named": m}, x)["named"],
+        nets.Keyed: lambda m: probe.encoder_tangent({"encoder": m, "other": nets.OtherKey()}, x),
+        nets.Starred: lambda m: probe.all_of(m, x=x)[0],
+        nets.KeywordStarred: lambda m: probe.decoder_tangent(x, decoder=m, other=nets.OtherKey()),
+        nets.Second: lambda m: probe.second_tangent((nets.First(), m), x),
+    }
+    for cls, tangent in tangents.items():
+        model = cls()
+        assert float((tangent(model) - reverse_tangent(model, x)).abs().max()) > 0.1, cls.__name__
+    only_called = nets.OnlyCalled()
+    assert torch.equal(probe.outputs([only_called], x)[0], only_called(x))
+
+
 @pytest.mark.parametrize("project", ["models_handed_around"], indirect=True)
 def test_a_model_kept_by_a_trainer(project):
     losses, nets = project("pkg.losses"), project("pkg.nets")

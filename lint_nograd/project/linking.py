@@ -878,12 +878,17 @@ class Project:
 
     def _functions_along(self, module: str, refs: Iterable[Ref], path: str) -> list[Value]:
         """The functions that calling the attribute `path` of what the refs hold runs (`path` ""
-        for what they hold itself)."""
+        for what they hold itself; "[]" an element of it, "[0]" or "[encoder]" the one under that
+        index or key: `_parameter_element`)."""
         if not path:
             return self._functions(module, refs)
         values = [value for ref in refs for value in self.resolve(module, ref)]
         for name in path.split("."):
-            values = [found for value in values for found in self.attribute(value, name)]
+            if name[:1] == "[":
+                key = _element_key(name)
+                values = [found for value in values for found in self._elements_of(value, 0, key)]
+            else:
+                values = [found for value in values for found in self.attribute(value, name)]
         return [function for value in values for function in self.runs(value)]
 
     def _bind(self, callee: Value, site, found: list) -> None:
@@ -900,9 +905,13 @@ class Project:
         for index, refs in enumerate(site.args, offset):
             if refs and index < len(params):
                 found.append((callee, params[index], refs))
+            elif refs and function.varargs:  # `def f(*models)`: a tuple of them
+                found.append((callee, function.varargs, tuple([("box", ref) for ref in refs])))
         for keyword, refs in site.keywords.items():
             if keyword in params or keyword in function.kwonly:
                 found.append((callee, keyword, refs))
+            elif function.varkw:  # `def f(**models)`: a dict of them, by keyword
+                found.append((callee, function.varkw, tuple([("box", ref, keyword) for ref in refs])))
 
     # -- linking ------------------------------------------------------------------------------------
 
@@ -1140,9 +1149,9 @@ class Project:
                         uses[called[0]].append(called[1])
                 for source in function.sources:
                     for ref in source.targets:
-                        parameter = _parameter(module, ref)
-                        if parameter is not None:
-                            uses[parameter] += [(mode, _reacher(mode, module, source), "") for mode in source.modes]
+                        found = _parameter_element(module, ref)  # `jvp(model)`, `for m in models: jvp(m)`
+                        if found is not None:
+                            uses[found[0]] += [(mode, _reacher(mode, module, source), found[1]) for mode in source.modes]
                 for site in function.call_sites:
                     passed = {}  # each parameter the site passes, once
                     for refs in _arguments(site):
@@ -1182,6 +1191,15 @@ class Project:
         self._queue.append((key, mode))
 
     def _seed(self, module: str, source, function: str) -> None:
+        """What a transform or tracer is given runs under it: `jacfwd(loss)`, `jvp(m, ...)` for each
+        `m` of what the calls pass (`for m in models:`), looked for as along a chain."""
+        following, self._following = self._following, True
+        try:
+            self._seed_source(module, source, function)
+        finally:
+            self._following = following
+
+    def _seed_source(self, module: str, source, function: str) -> None:
         owner = function
         if source.receivers and not any(self.is_tracer(v) for v in self._values(module, source.receivers)):
             return
@@ -1868,6 +1886,31 @@ def _parameter(module: str, ref: Ref) -> Optional[tuple[str, str, str]]:
     while ref[0] == "wrap":
         ref = ref[1]
     return (module, ref[1], ref[2]) if ref[0] == "param" else None
+
+
+def _parameter_element(module: str, ref: Ref) -> Optional[tuple[tuple[str, str, str], str]]:
+    """The parameter a ref stands for, or holds an element of, and the path to it: (`model`, "")
+    for `model` or `vmap(model)`, (`models`, "[]") for `m` in `for m in models:` or `*models`,
+    (`models`, "[encoder]") for `models["encoder"]`, (`pair`, "[1]") for `_, b = pair`."""
+    path = []
+    while True:
+        while ref[0] == "wrap":
+            ref = ref[1]
+        if ref[0] != "item" or len(path) > 3:
+            break
+        key = ref[2] if len(ref) > 2 else None
+        plain = type(key) is int or type(key) is str and key.isidentifier()
+        path.append(f"[{key}]" if plain else "[]")
+        ref = ref[1]
+    if ref[0] != "param":
+        return None
+    return (module, ref[1], ref[2]), ".".join(reversed(path))
+
+
+def _element_key(name: str):
+    """The index or key an element step of a path names ("[0]": 0, "[encoder]": "encoder"), None for any ("[]")."""
+    key = name[1:-1]
+    return None if not key else int(key) if key.lstrip("-").isdigit() else key
 
 
 def _parameter_path(module: str, ref: Ref) -> Optional[tuple[tuple[str, str, str], str]]:

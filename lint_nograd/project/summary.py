@@ -154,6 +154,8 @@ class Function:
     returns_through: tuple[Ref, ...] = ()
     passes: list[Passing] = field(default_factory=list)  # each call of the project's code (`summarise(passes=True)`)
     kind: str = ""  # "staticmethod" (never bound to what it is read from), "classmethod" (bound to the class)
+    varargs: str = ""  # the name of its `*args`: a tuple of what a call passes after `params`
+    varkw: str = ""  # the name of its `**kwargs`: a dict of the keywords a call passes that no parameter takes
 
 
 @dataclass(slots=True)
@@ -241,7 +243,7 @@ class ModuleSummary:
                                  "applied": [applied(a) for a in f.applied], "guarded": f.guarded,
                                  "shielded": f.shielded,
                                  "sets_grad_mode": f.sets_grad_mode, "returns_through": f.returns_through,
-                                 "kind": f.kind}
+                                 "kind": f.kind, "varargs": f.varargs, "varkw": f.varkw}
                           for name, f in self.functions.items()},
             "classes": {name: {"bases": c.bases, "methods": c.methods, "attributes": c.attributes}
                         for name, c in self.classes.items()},
@@ -300,7 +302,8 @@ class ModuleSummary:
                                     [region_call(c) for c in f.get("region_calls", ())],
                                     [applied(a) for a in f.get("applied", ())], refs(f.get("guarded", ())),
                                     refs(f.get("shielded", ())), bool(f.get("sets_grad_mode", False)),
-                                    refs(f.get("returns_through", ())), kind=f.get("kind", ""))
+                                    refs(f.get("returns_through", ())), kind=f.get("kind", ""),
+                                    varargs=f.get("varargs", ""), varkw=f.get("varkw", ""))
                      for name, f in data["functions"].items()}
         classes = {name: Class(tuple(refs(b) for b in c["bases"]), dict(c["methods"]),
                                {k: refs(v) for k, v in c["attributes"].items()})
@@ -956,7 +959,9 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         name = self.model.name_of(node)
         args = node.args
         self.functions[name] = Function(tuple(a.arg for a in _positional(node)),
-                                        tuple(a.arg for a in args.kwonlyargs))
+                                        tuple(a.arg for a in args.kwonlyargs),
+                                        varargs=args.vararg.arg if args.vararg else "",
+                                        varkw=args.kwarg.arg if args.kwarg else "")
         kind = self._method_kind(node)
         if kind == "staticmethod" or kind == "classmethod":
             self.functions[name].kind = kind
@@ -1655,7 +1660,9 @@ _TYPE = frozenset({"builtins.type"})
 _BUILTIN_CALLS = frozenset(name.partition(".")[2] for table in (library.CALLS_ON_ELEMENTS, library.RETURNS_ARGUMENT, _TYPE)
                            for name in table if name.startswith("builtins."))
 _ADDS = frozenset({"append", "extend", "insert", "add_module", "register_module", "update", "setdefault"})
-_MAY_REFER = frozenset({ast.Name, ast.Attribute, ast.Lambda, ast.Call, ast.IfExp, ast.BoolOp})  # what `refs` finds anything in
+# what `refs` finds anything in: names, calls, and containers (`f([Net()], x)` passes the model in a list)
+_MAY_REFER = frozenset({ast.Name, ast.Attribute, ast.Lambda, ast.Call, ast.IfExp, ast.BoolOp, ast.List, ast.Tuple,
+                        ast.Set, ast.Dict, ast.Subscript, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp})
 
 
 def _imported(refs: tuple[Ref, ...]) -> frozenset[str]:
