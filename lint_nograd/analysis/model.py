@@ -146,6 +146,17 @@ class GraphlessBackward:
 
 
 @dataclass(eq=False)
+class BackwardInCallerMode:
+    """`torch.autograd.grad(out, x)` where `out` is computed in the same function, in its caller's
+    grad mode (or under `enable_grad()`, which lifts a caller's no_grad but not its inference
+    mode): a caller running the function in a region leaves it no graph (linking tells)."""
+
+    call: ast.Call
+    function: ast.AST
+    enable_grad: bool  # every value it differentiates is computed under `enable_grad()`
+
+
+@dataclass(eq=False)
 class BackwardThroughCall:
     """`y.backward()` where `y = f(...)`: a finding when `f` returns a value it computes in a
     grad-disabled region, which only linking the project can tell."""
@@ -175,6 +186,8 @@ class Frame:
     states: list[GradState] = field(default_factory=list)  # the stack of states, innermost last
     blocks: list[int] = field(default_factory=list)  # the branches of `if`/`for`/`try` we are inside
     graphless: dict[str, _GraphlessValue] = field(default_factory=dict)
+    # the names computed by an operation where the caller's mode holds: (under `enable_grad()`, blocks)
+    in_caller_mode: dict[str, tuple[bool, tuple[int, ...]]] = field(default_factory=dict)
     stacks: list[tuple[int, int]] = field(default_factory=list)  # for each ExitStack open: len(states), len(blocks)
 
     def push(self, change: GradModeChange | None) -> None:
@@ -280,6 +293,7 @@ class SemanticModel:
         self.grad_mode_changes: list[GradModeChange] = []
         self.applications: list[TransformApplication] = []
         self.graphless_backwards: list[GraphlessBackward] = []
+        self.caller_mode_backwards: list[BackwardInCallerMode] = []
         self._change_of: dict[ast.expr, GradModeChange] = {}
         self._frames_with_regions: dict[ast.AST, None] = {}  # an ordered set
         self._taken_names: dict[str, int] = {}
@@ -837,12 +851,21 @@ class _FrameWalker(TableVisitor):
             source = self._graphless_source(value, statement)  # `loss = (y ** 2).mean()`, `y = evaluate(b)`
             if source is not None:
                 graphless = _GraphlessValue(statement, source.region, blocks, source.callee, source.scope)
+        state = self._frame.state
+        computed = None  # computed by an operation where the caller's mode holds (NG003 across calls)
+        if self._frame.function is not None and state.inference is None and state.grad_enabled is not False \
+                and _is_operation(value) and graph_sources(value, self._is_torch, lambda name: True) is not None:
+            computed = (state.grad_enabled is True, blocks)
         for target in targets:
             for name in _assigned_names(target):
                 if graphless is not None:
                     self._frame.graphless[name] = graphless
                 else:
                     self._frame.graphless.pop(name, None)
+                if computed is not None and len(targets) == 1 and isinstance(target, ast.Name):
+                    self._frame.in_caller_mode[name] = computed
+                else:
+                    self._frame.in_caller_mode.pop(name, None)
             if isinstance(target, (ast.Attribute, ast.Subscript)):
                 self.visit(target)
 
@@ -857,11 +880,20 @@ class _FrameWalker(TableVisitor):
     def visit_Name(self, node: ast.Name) -> None:
         if not isinstance(node.ctx, ast.Load):  # any other binding: when in doubt, forget
             self._frame.graphless.pop(node.id, None)
+            self._frame.in_caller_mode.pop(node.id, None)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if not isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Name):
             self._frame.graphless.pop(node.value.id, None)  # `y.requires_grad = True`
+            self._frame.in_caller_mode.pop(node.value.id, None)
+        elif node.attr == "requires_grad_" and isinstance(node.value, ast.Name):
+            self._frame.in_caller_mode.pop(node.value.id, None)  # `y.requires_grad_()`: a leaf to differentiate
         self.visit(node.value)
+
+    def _in_caller_mode(self, name: ast.Name) -> bool:
+        """Whether a name holds a value computed here where the caller's mode holds (`in_caller_mode`)."""
+        value = self._frame.in_caller_mode.get(name.id)
+        return value is not None and tuple(self._frame.blocks)[:len(value[1])] == value[1]
 
     def _graphless_source(self, expr: ast.expr, at: ast.AST) -> _GraphlessValue | None:
         """What says that `expr` has no graph here: a value computed in a region that it is computed
@@ -907,6 +939,12 @@ class _FrameWalker(TableVisitor):
             outputs = [func.value]
         else:
             return
+        for output in outputs:  # computed here, in the caller's mode: a caller's region leaves no graph
+            sources = graph_sources(output, self._is_torch, self._in_caller_mode) if output is not None else None
+            if sources and all(isinstance(source, ast.Name) and self._in_caller_mode(source) for source in sources):
+                self.model.caller_mode_backwards.append(BackwardInCallerMode(
+                    call, self._frame.function, all(self._frame.in_caller_mode[source.id][0] for source in sources)))
+                break
         for output in outputs:
             value = self._graphless_source(output, call) if output is not None else None
             if value is None:

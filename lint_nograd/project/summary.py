@@ -132,6 +132,7 @@ class Applied:
     span: Span
     text: str
     grad_enabled: bool = False  # grad mode turned back on around it (`@torch.enable_grad()`): only inference mode holds
+    backward: bool = False  # `backward` or `torch.autograd.grad` on what the function computes: no graph in a region
 
 
 @dataclass(slots=True)
@@ -233,7 +234,7 @@ class ModuleSummary:
 
         def applied(a):
             return {"transform": a.transform, "functional": a.functional, "span": span(a.span), "text": a.text,
-                    "grad_enabled": a.grad_enabled}
+                    "grad_enabled": a.grad_enabled, "backward": a.backward}
 
         return {
             "functions": {name: {"params": f.params, "kwonly": f.kwonly, "calls": f.calls,
@@ -293,7 +294,8 @@ class ModuleSummary:
                               span(d["region"]))
 
         def applied(d):
-            return Applied(d["transform"], d["functional"], span(d["span"]), d["text"], d["grad_enabled"])
+            return Applied(d["transform"], d["functional"], span(d["span"]), d["text"], d["grad_enabled"],
+                           d["backward"] is True)
 
         functions = {name: Function(tuple(f["params"]), tuple(f["kwonly"]), refs(f["calls"]),
                                     [call_site(c) for c in f["call_sites"]], [source(s) for s in f["sources"]],
@@ -551,6 +553,13 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             if isinstance(change.owner, ast.Expr) and change.function is not None:  # a statement, or on a stack
                 self.functions[self.model.name_of(change.function)].sets_grad_mode = True
         self._graphless_returns()
+        for backward in self.model.caller_mode_backwards:  # NG003 where a caller's region holds
+            span = span_of(backward.call, self.lines)
+            func = backward.call.func
+            name = "backward" if isinstance(func, ast.Attribute) and func.attr == "backward" else \
+                f"torch.autograd.{func.attr if isinstance(func, ast.Attribute) else func.id}"
+            self.functions[self.model.name_of(backward.function)].applied.append(
+                Applied(name, False, span, _short(span), backward.enable_grad, backward=True))
         module = self.scopes.module
         names = {name: refs for name, bindings in module.bindings.items()
                  if (refs := self._binding_refs(bindings, 0))}

@@ -212,8 +212,10 @@ class Run:
 
     @functools.cached_property
     def toward_transforms(self) -> set[str]:
-        """The modules that may apply a transform or tracer, and those whose imports lead to one."""
-        return self._leading_to({f.module for f in self.files.values() if f.index is not None and f.index.applies})
+        """The modules that may apply a transform or tracer, or call backward (on what a function
+        called in a region computes: NG003), and those whose imports lead to one."""
+        return self._leading_to({f.module for f in self.files.values()
+                                 if f.index is not None and (f.index.applies or f.index.backward)})
 
     def _leading_to(self, found: set[str], known: frozenset[str] = frozenset()) -> set[str]:
         """`found` and the modules whose imports lead to one of them, but for `known`, a set
