@@ -57,7 +57,9 @@ class Binding:
     _scope: "weakref.ReferenceType[Scope]"  # weak: no reference cycle, so no garbage collector needed
     imported: Optional[str] = None  # the qualified name an import binds: `torch.func.grad`
     value: Optional[ast.expr] = None  # for `name = value`: the value, to follow aliases
-    position: tuple[int, int] = (0, 0)  # (line, column) of `node`, compared with every use
+    # (line, column) from where it holds, compared with every use: of `node`, or of the end of the
+    # value it is assigned (`model = model.eval()` reads the binding before it)
+    position: tuple[int, int] = (0, 0)
     iterated: Optional[ast.expr] = None  # for `for name in it`: `it`, whose elements the name takes
 
     @property
@@ -94,10 +96,13 @@ class _Binder:
         self.scope = scope
         self._ref = weakref.ref(scope)
         self._bindings = scope._bindings
+        self._after: ast.expr | None = None  # what is evaluated before the names bound now hold
 
     def bind(self, name: str, node: ast.AST, imported: str | None = None, value: ast.expr | None = None,
              iterated: ast.expr | None = None):
-        position = (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
+        after = self._after
+        position = (after.end_lineno, after.end_col_offset) if after is not None else \
+            (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
         binding = Binding(name, node, self._ref, imported, value, position, iterated)
         bindings = self._bindings.get(name)
         if bindings is None:
@@ -173,19 +178,25 @@ class _Binder:
                 self.bind(alias.asname or alias.name, node, imported=f"{module}{separator}{alias.name}")
 
     def assign(self, node: ast.Assign) -> None:
+        self._after = node.value  # `model = model.eval()`: the value reads the name bound before
         for target in node.targets:  # `a = b = f`, `a, b = f, g`
             self.targets(target, node.value)
+        self._after = None
 
     def ann_assign(self, node: ast.AnnAssign) -> None:
+        self._after = node.value
         self.targets(node.target, node.value)
+        self._after = None
 
     def for_(self, node: ast.For | ast.AsyncFor) -> None:
+        self._after = node.iter  # `for batch in batches(batch)`
         if isinstance(node.target, ast.Name) and isinstance(node.iter, (ast.Tuple, ast.List)) and node.iter.elts:
             # `for f in (f1, f2):` binds `f` to each element in turn: one binding per element
             for element in node.iter.elts:
                 self.bind(node.target.id, node.target, value=element)
         else:
             self.elements(node.target, node.iter)
+        self._after = None
 
     def elements(self, target: ast.AST, iterable: ast.expr) -> None:
         """`for target in iterable`: a name takes the elements of what it iterates, through
