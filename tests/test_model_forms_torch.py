@@ -98,11 +98,12 @@ def test_a_model_handed_to_a_loss_that_applies_jvp_to_a_closure_over_it(project)
 
 @pytest.mark.parametrize("project", ["models_handed_around"], indirect=True)
 def test_a_model_bound_by_partial_to_a_function_given_to_jvp(project):
-    """`jvp(partial(pointwise, model=Bound()), ...)` runs `Bound.forward` in forward mode; the same
-    binding only called runs it eagerly, where the region holds."""
+    """`jvp(partial(pointwise, model=Bound()), ...)` runs `Bound.forward` in forward mode, also with
+    the partial bound to a name first; the same binding only called runs it eagerly, where the
+    region holds."""
     bound, nets = project("pkg.bound"), project("pkg.nets")
-    model = nets.Bound()
-    assert float((bound.bound_tangent(X) - reverse_tangent(model, X)).abs().max()) > 0.1
+    assert float((bound.bound_tangent(X) - reverse_tangent(nets.Bound(), X)).abs().max()) > 0.1
+    assert float((bound.bound_by_name(X) - reverse_tangent(nets.BoundByName(), X)).abs().max()) > 0.1
     assert torch.equal(bound.bound_score(X), nets.BoundAndCalled()(X).sum())
 
 

@@ -1212,7 +1212,8 @@ class Project:
         for ref in source.targets:  # `jacfwd(self.energy)`
             if own is not None and ref[0] == "attr" and ref[1] == ("inst", ("cls", own)):
                 objects = self._objects_calling(module, own, function.rpartition(".")[2], ref[2])
-        for function, receivers in self._dispatched(module, source.targets, (module, function), objects):
+        dispatched = self._dispatched(module, source.targets, (module, function), objects)
+        for function, receivers in dispatched:
             called = self.function((function[1], function[2]))
             constant = constant_params(source.selection if direct else None, called, function[3])
             params = called.params[1:] if function[3] else called.params
@@ -1222,15 +1223,15 @@ class Project:
             varied = frozenset(name for name in (*params, *called.kwonly) if name not in constant)
             for mode in source.modes:
                 self._reach(function, mode, _reacher(mode, module, source), varied, receivers)
-        if partial:
-            self._seed_bound(module, source, owner)
+        self._seed_bound(module, source, owner, {(f[1], f[2]) for f, _ in dispatched})
 
-    def _seed_bound(self, module: str, source, function: str) -> None:
-        """`jvp(partial(loss, model=net), ...)`: what `partial` binds in the transform's arguments is
-        what `loss` calls (`model(x)`): reached as the call a helper is given (`_follow`)."""
+    def _seed_bound(self, module: str, source, function: str, given: set[FunctionKey]) -> None:
+        """`jvp(partial(loss, model=net), ...)`, or `loss_fn = partial(loss, net)` then `jvp(loss_fn,
+        ...)` in the same function: what `partial` binds to a function the transform is given is what
+        that function calls (`model(x)`): reached as the call a helper is given (`_follow`)."""
         owner = self.function((module, function))
         for site in owner.call_sites if owner else ():
-            if not site.bound or not _within(site.span, source.span):
+            if not site.bound or not any((f[1], f[2]) in given for f in self._functions(module, site.callees)):
                 continue
             outer = self._permissive
             self._permissive = 2  # following a chain: any module may be loaded
@@ -1934,11 +1935,6 @@ def _passes(key: tuple[str, str, str], refs: tuple[Ref, ...]) -> bool:
         if ref[0] == "param" and ref[1] == key[1] and ref[2] == key[2]:
             return True
     return False
-
-
-def _within(inner: Span, outer: Span) -> bool:
-    """Whether a span lies inside another (a `partial(...)` written among a transform's arguments)."""
-    return (outer.row, outer.col) <= (inner.row, inner.col) and (inner.end_row, inner.end_col) <= (outer.end_row, outer.end_col)
 
 
 def _imported_names(values) -> set[str]:
