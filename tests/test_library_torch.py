@@ -1,6 +1,6 @@
 """The library table (lint_nograd/analysis/library.py) run with PyTorch: each file of
 fixtures/library/ uses one row (a copy, a wrapper, a hook, a call that calls its argument, a
-partial of an entry point) and defines `measure(x)`, which returns what the code computes and
+partial of an entry point, a dataclass field's factory) and defines `measure(x)`, which returns what the code computes and
 what it would compute if the region were respected. `check` reports the file exactly when the two
 differ: the row lets reach see a region that changes a result, and its look-alikes stay silent."""
 from __future__ import annotations
@@ -51,10 +51,11 @@ def test_every_row_has_a_case():
     text = "\n".join(path.read_text() for path in CASES)
     spelled = {"copy.deepcopy": "copy.deepcopy(", "torch.nn.DataParallel": "nn.DataParallel(",
                "torch.utils.checkpoint.checkpoint": "checkpoint(", "register_forward_hook": "register_forward_hook(",
-               "functools.partial": "partial(make_fx"}
+               "functools.partial": "partial(make_fx", "dataclasses.field": "field(default_factory="}
     for row, spelling in spelled.items():
         assert spelling in text, row
     assert "copy.deepcopy" in library.RETURNS_ARGUMENT and "torch.nn.DataParallel" in library.WRAPS_AS_MODULE
+    assert "dataclasses.field" in library.RETURNS_CALL_OF
     assert "torch.utils.checkpoint.checkpoint" in library.CALLS_ARGUMENT
     assert "register_forward_hook" in library.REGISTERS_HOOK
 

@@ -13,12 +13,19 @@ RETURNS_RECEIVER = frozenset({"eval", "train", "to", "cpu", "cuda", "float", "ha
                               "requires_grad_", "to_empty", "share_memory", "apply", "zero_grad"})
 
 # Calls that return their argument, or an object of the same classes that runs the same code
-# (position, keyword of the argument). `torch.compile(m)` runs `m` too: it is an entry point
+# (position, keyword of the argument; None: keyword only). `torch.compile(m)` runs `m` too: it is an entry point
 # (entry_points), which wraps what it is given.
 RETURNS_ARGUMENT = {
     "copy.deepcopy": (0, "x"),
     "copy.copy": (0, "x"),
     "builtins.staticmethod": (0, "function"),  # `loss = staticmethod(mse)` in a class body: `self.loss` is `mse`
+    "dataclasses.field": (None, "default"),  # `model: Net = field(default=net)`: the field holds `net`
+}
+
+# Calls whose result is what calling their argument returns (position, keyword): a dataclass field's
+# `default_factory`, called for each instance built without the field.
+RETURNS_CALL_OF = {
+    "dataclasses.field": (None, "default_factory"),
 }
 
 # Wrappers whose call runs the wrapped module and whose `.module` is it (position, keyword).
@@ -81,7 +88,7 @@ FOREIGN_METHODS = tensor_ops.LIGHT_NAMES | tensor_ops.KNOWN_NAMES | tensor_ops.P
 """.split())
 
 
-def argument_of(table: dict[str, tuple[int, str]], names: frozenset[str]) -> tuple[int, str] | None:
+def argument_of(table: dict[str, tuple[int | None, str]], names: frozenset[str]) -> tuple[int | None, str] | None:
     """The (position, keyword) of the argument a row of `table` names for a call of `names`."""
     for name in names:
         found = table.get(name)

@@ -633,7 +633,12 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         if names:
             argument = library.argument_of(library.RETURNS_ARGUMENT, names)  # `copy.deepcopy(net)`
             if argument is not None:
-                return self.refs(_first_argument(call, *argument), scope, depth + 1)
+                found = self.refs(_function_argument(call, *argument), scope, depth + 1)
+                argument = library.argument_of(library.RETURNS_CALL_OF, names)  # `field(default_factory=Net)`
+                if argument is not None:
+                    found += tuple([("call", ref) for ref in self.refs(_function_argument(call, *argument),
+                                                                         scope, depth + 1)])
+                return found
             argument = library.argument_of(library.WRAPS_AS_MODULE, names)  # `DistributedDataParallel(net)`
             if argument is not None:
                 return tuple([("wrap", ref) for ref in self.refs(_first_argument(call, *argument), scope, depth + 1)])
