@@ -221,6 +221,24 @@ def test_a_name_bound_again_to_what_its_value_gives():
     assert torch.allclose(module.replaced(X.float()), jacrev(module.Plain())(X.float()))
 
 
+def test_a_region_changing_state_in_place():
+    """fixtures/checker/flow_state_changed_in_place.py: forward-mode AD on duals runs the in-place
+    update with the tangent (0.9, where the region respected gives 1); the trace of a region that
+    also computes a value differentiates otherwise than eager mode; torch.func raises on a region
+    that changes state in place."""
+    path = Path(__file__).parent / "fixtures" / "checker" / "flow_state_changed_in_place.py"
+    spec = importlib.util.spec_from_file_location("flow_state_changed_in_place", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    x = X.float()
+    assert torch.allclose(module.tangent_on_duals(x), torch.full_like(x, 0.9))
+    model = module.CountedScale()
+    assert traced_minus_eager(model, module.traced_scale(X.clone())) > 0.1
+    for look_alike in (module.jacobian_of_running_mean, module.tangent_of_codebook, module.jacobian_of_scaled):
+        with pytest.raises(RuntimeError, match="mutate a captured Tensor"):
+            look_alike(x)
+
+
 @pytest.mark.parametrize("project", ["stored_functions"], indirect=True)
 def test_functions_stored_on_a_module_a_config_or_as_a_default(project):
     nets, parts = project("pkg.nets"), project("pkg.parts")

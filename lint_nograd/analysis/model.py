@@ -301,7 +301,7 @@ class SemanticModel:
         self._loops: list[tuple[ast.For | ast.AsyncFor, Scope, Optional[ast.AST], ast.AST]] = []  # over a call
         self._aliases: list[tuple[str, str]] = []  # (alias, the name it stands for)
         self._classes: list[tuple[ast.ClassDef, Scope]] = []  # every class, for those entering regions
-        # `_class_mode`, `_class_mode_named`: of the classes and the functions looked at
+        # `_class_mode`, `_mode_made_by`: of the classes and the functions looked at
         self._class_modes: dict[ast.AST, Optional[tuple[str, Optional[bool], bool]]] = {}
         # `loss`, `Net.forward`, `outer.<locals>.inner` (Python's __qualname__; `f#2` for a second `f`)
         self.qualified_name: dict[ast.AST, str] = {}
@@ -349,7 +349,7 @@ class SemanticModel:
             return None
         api_name = _api_named(self.scopes.qualified_names(target, scope))
         if api_name is None:
-            return self._class_region(target, scope, expr, owner, function, entered, outer)
+            return self._region_entered_through(target, scope, expr, owner, function, entered, outer)
         if not entered and isinstance(owner, ast.Expr) and api_name != "set_grad_enabled":
             return None  # of the four, only set_grad_enabled acts when merely called
         enabled = {"no_grad": False, "enable_grad": True}.get(api_name)
@@ -365,12 +365,12 @@ class SemanticModel:
         self._change_of[expr] = self._change_of[outer] = change
         return change
 
-    def _class_region(self, target: ast.expr, scope: Scope, expr: ast.expr, owner: ast.AST,
+    def _region_entered_through(self, target: ast.expr, scope: Scope, expr: ast.expr, owner: ast.AST,
                       function: ast.AST | None, entered: bool, outer: ast.expr) -> GradModeChange | None:
         """`with frozen():` or `@frozen()` where `frozen` is a class of this file that enters a grad
-        mode, or a function of it returning one (`_class_mode_named`); only a `with` where a class
+        mode, or a function of it returning one (`_mode_made_by`); only a `with` where a class
         changes the mode in its own `__enter__` (it is no decorator then)."""
-        mode = self._class_mode_named(target, scope)
+        mode = self._mode_made_by(target, scope)
         if mode is None or not entered and (isinstance(owner, ast.Expr) or not mode[2]):
             return None
         change = GradModeChange(mode[0], mode[1], expr, owner, function, entered_by=target.id)
@@ -378,7 +378,7 @@ class SemanticModel:
         self._change_of[expr] = self._change_of[outer] = change
         return change
 
-    def _class_mode_named(self, target: ast.expr, scope: Scope) -> Optional[tuple[str, Optional[bool], bool]]:
+    def _mode_made_by(self, target: ast.expr, scope: Scope) -> Optional[tuple[str, Optional[bool], bool]]:
         """The grad mode that calling what a name is bound to, alone, makes: a class of this file
         (`_class_mode`), or a function of it whose every `return` makes the same one
         (`def frozen(): return torch.no_grad()`)."""
@@ -457,7 +457,7 @@ class SemanticModel:
             return None
         api = _api_named(self.scopes.qualified_names(expr, scope))
         if api is None:
-            return self._class_mode_named(expr, scope)
+            return self._mode_made_by(expr, scope)
         if api in ("set_grad_enabled", "inference_mode"):
             if not called:  # extending one: the mode its `__init__` is given, not followed
                 return None if api == "set_grad_enabled" else (api, True, True)
@@ -592,7 +592,7 @@ class SemanticModel:
             named = entered if entered is not None else expr
             if _last_name(named.func if isinstance(named, ast.Call) else named) not in words and not (
                     type(named) is ast.Call and type(named.func) is ast.Name and type(owner) in (ast.With, ast.AsyncWith)
-                    and self._class_mode_named(named.func, scope) is not None):  # `with frozen():`, a factory
+                    and self._mode_made_by(named.func, scope) is not None):  # `with frozen():`, a factory
                 continue
             change = self.grad_mode_change(expr, scope, owner, function)
             if change and (change.disables_grad or change.when):  # (one a flag chooses may be entered)

@@ -18,6 +18,10 @@ input being differentiated) and useful (it reaches what is differentiated). From
   values go nowhere the transform returns;
 - `assumes`: the attributes read as constants or state of the file, which no other module may
   store into;
+- `mutates`: the region changes state in place (`self.running_mean.mul_(m).add_(x)`,
+  `self.u.copy_(u)`, `self.codebook[i] = x`, `self.calls += 1`): a `torch.func` transform raises on it
+  ("would mutate a captured Tensor") instead of computing another result, so only other transforms
+  and tracers can be misled by it;
 - `local_only` and a gradient step: a region that only binds locals (no state a tracer records,
   such as an in-place update of a buffer), in code that `make_fx` traces through a function that
   returns nothing but what `torch.autograd.grad` computes (or that runs its own backward pass and
@@ -63,6 +67,7 @@ class Flow:
     # no other module stores into them (`net.scale = nn.Parameter(...)`: linking looks)
     assumes: tuple[str, ...] = ()
     cut_after: bool = False  # it binds locals that every later read cuts (`s.detach() + eps`)
+    mutates: bool = False  # it changes what an attribute holds in place (`self.mean.mul_(m).add_(x)`)
 
 
 def flow_of(model: SemanticModel, region: GradModeChange) -> Flow:
@@ -98,7 +103,29 @@ def flow_of(model: SemanticModel, region: GradModeChange) -> Flow:
                             for name in _assumed(model, node, scope)}))
     bound = {node.id for target in targets for node in walk(target) if isinstance(node, ast.Name)}
     cut_after = local_only and bool(bound) and _cut_after(region, bound)
-    return Flow("", inputs, _stores(region, targets) if plain else (), local_only, assumes, cut_after)
+    mutates = any(_changes_state_in_place(node) for node in nodes if isinstance(node, ast.stmt))
+    return Flow("", inputs, _stores(region, targets) if plain else (), local_only, assumes, cut_after, mutates)
+
+
+def _changes_state_in_place(statement: ast.stmt) -> bool:
+    """`self.mean.mul_(m).add_(x)`, `self.u.data.copy_(u)`, `self.codebook[i] = x`, `self.calls += 1`:
+    an in-place change of the tensor an attribute holds."""
+    if isinstance(statement, (ast.Assign, ast.AugAssign)):
+        targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+        return any(isinstance(t, ast.Subscript) and isinstance(t.value, ast.Attribute) for t in targets) or \
+            isinstance(statement, ast.AugAssign) and isinstance(statement.target, ast.Attribute)
+    if not isinstance(statement, ast.Expr) or not isinstance(statement.value, ast.Call):
+        return False
+    node = statement.value
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _in_place(node.func.attr):
+        node = node.func.value  # `a.mul_(m).add_(x)`: down to `a`
+    if isinstance(node, ast.Attribute) and node.attr == "data":
+        node = node.value
+    return node is not statement.value and isinstance(node, ast.Attribute)
+
+
+def _in_place(method: str) -> bool:
+    return method.endswith("_") and not method.startswith("_")
 
 
 def enables_grad_throughout(model: SemanticModel, region: GradModeChange) -> bool:

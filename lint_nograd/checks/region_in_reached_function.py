@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Iterator, NamedTuple, Optional
 
 from lint_nograd.analysis.entry_points import DROPS, FORWARD, REVERSE
+from lint_nograd.analysis.guards import MUTATES
 from lint_nograd.analysis.region_flow import STATE
 from lint_nograd.analysis.releases import Behaviour
 from lint_nograd.checks.finding import fit, shorten
@@ -54,8 +55,8 @@ def findings_for(region: Region, reach: dict[str, Reacher], release: Behaviour,
     """Every finding that applies to one region, the most severe first; none for the modes in which
     the region provably cannot change a result (`cannot_matter`, see `modes_that_cannot_matter`), nor
     where the call reaching it cannot take the branch the region is in (`analysis/guards.py`)."""
-    forward, reverse, traced = (None if mode in cannot_matter or region.guard in getattr(reach.get(mode), "skips", ())
-                                else reach.get(mode) for mode in (FORWARD, REVERSE, DROPS))
+    forward, reverse, traced = (None if mode in cannot_matter or _skipped(region, reach.get(mode)) else reach.get(mode)
+                                for mode in (FORWARD, REVERSE, DROPS))
     inference = region.inference
     if forward and not inference and release.inner_region_forward_mode == "ignored":
         yield RegionFinding("NG004", "forward", forward)
@@ -65,6 +66,13 @@ def findings_for(region: Region, reach: dict[str, Reacher], release: Behaviour,
         yield RegionFinding("NG006", "inference", reverse or forward, "error")
     elif reverse and not inference and release.inner_region_reverse_mode == "respected":
         yield RegionFinding("NG006", "reverse", reverse)
+
+
+def _skipped(region: Region, reacher: Optional[Reacher]) -> bool:
+    """Whether the call reaching a region cannot run it: a branch it does not take (eval mode, an
+    initialisation done), or, for a torch.func transform, an in-place change of state, on which it raises."""
+    skips = reacher.skips if reacher is not None else ()
+    return region.guard in skips or region.mutates and MUTATES in skips
 
 
 def call_name(reacher: Reacher) -> str:

@@ -183,6 +183,7 @@ class Region:
     assumes: tuple[str, ...] = ()  # attributes read as constants of the file (region_flow): stored nowhere else
     cut_after: bool = False  # it binds locals that every later read cuts (region_flow)
     guard: str = ""  # in a branch only training mode or a first call runs (analysis/guards.py)
+    mutates: bool = False  # it only changes attributes in place: torch.func transforms raise on it (region_flow)
 
 
 @dataclass(slots=True)
@@ -253,7 +254,7 @@ class ModuleSummary:
                          "dual_level": span(r.dual_level), "cut": r.cut,
                          "inert": r.inert, "inputs": r.inputs, "stores": r.stores,
                          "local_only": r.local_only, "when": r.when, "assumes": r.assumes, "cut_after": r.cut_after,
-                         "guard": r.guard}
+                         "guard": r.guard, "mutates": r.mutates}
                         for r in self.regions],
             "backwards": [{"callees": b.callees, "callee_text": b.callee_text, "name": b.name,
                            "assigned_row": b.assigned_row, "span": span(b.span)} for b in self.backwards],
@@ -316,7 +317,7 @@ class ModuleSummary:
                           tuple(r.get("stores", ())),
                           bool(r.get("local_only", False)), r.get("when", ""),
                           tuple(r.get("assumes", ())), bool(r.get("cut_after", False)),
-                          r.get("guard", "")) for r in data["regions"]]
+                          r.get("guard", ""), r.get("mutates") is True) for r in data["regions"]]
         backwards = [BackwardSite(refs(b["callees"]), b["callee_text"], b["name"], b["assigned_row"],
                                   span(b["span"])) for b in data["backwards"]]
         return cls(functions, classes, {k: refs(v) for k, v in data["names"].items()}, regions, backwards,
@@ -1331,6 +1332,8 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
                 sources = self.functions[self.function].sources
                 count = len(sources)
                 self._add_source(entry.name, entry.modes_for(_literal_keywords(node)), targets, node)
+                if len(sources) > count and entry_points.opens_a_level(entry):
+                    sources[-1].skips += (guards.MUTATES,)
                 if len(sources) > count:
                     sources[-1].selection = self._selection(entry, node)
                     sources[-1].exported = entry_points.DROPS in sources[-1].modes and \
@@ -1711,6 +1714,7 @@ def _add_flow(summary: Region, model: SemanticModel, region) -> None:
     flow = region_flow.flow_of(model, region)
     summary.inert, summary.inputs, summary.stores, summary.local_only, summary.assumes, summary.cut_after = (
         flow.inert, flow.inputs, flow.stores, flow.local_only, flow.assumes, flow.cut_after)
+    summary.mutates = flow.mutates
 
 
 ANY_ATTRIBUTE = "*"
