@@ -209,14 +209,17 @@ def test_regions_entered_through_a_class_or_a_function_of_the_file():
 
 def test_a_name_bound_again_to_what_its_value_gives():
     """fixtures/checker/ng004_rebound_names.py: `model = model.eval()`, `.to(...)`, `DataParallel(...)
-    .module` keep the model whose forward has a region, and forward mode disagrees with reverse mode;
+    .module` keep the model whose forward has a region, `layers += [...]` adds one, a class body's
+    `act = staticmethod(act)` holds the module's function: forward mode disagrees with reverse mode;
     the look-alike's name holds another model."""
     path = Path(__file__).parent / "fixtures" / "checker" / "ng004_rebound_names.py"
     spec = importlib.util.spec_from_file_location("ng004_rebound_names", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    for name in ("evaluated", "moved", "unwrapped"):
-        model = {"evaluated": module.Centered, "moved": module.Scaled, "unwrapped": module.Wrapped}[name]()
+    models = {"evaluated": module.Centered, "moved": module.Scaled, "unwrapped": module.Wrapped,
+              "activated": module.Activated, "stacked": module.Stacked}
+    for name, cls in models.items():
+        model = cls()
         assert float((getattr(module, name)(X.float()) - jacrev(model)(X.float())).abs().max()) > 0.1, name
     assert torch.allclose(module.replaced(X.float()), jacrev(module.Plain())(X.float()))
 

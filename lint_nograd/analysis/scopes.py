@@ -222,7 +222,10 @@ class _Binder:
         self.targets(target)
 
     def aug_assign(self, node: ast.AugAssign) -> None:
-        self.targets(node.target)
+        """`layers += [Block()]` changes the list the name holds (a tensor too): no new binding, but
+        for a name this scope binds nowhere else (it is local then)."""
+        if not (isinstance(node.target, ast.Name) and node.target.id in self._bindings):
+            self.targets(node.target)
 
     def with_(self, node: ast.With | ast.AsyncWith) -> None:
         for item in node.items:
@@ -285,14 +288,15 @@ class Scopes:
         elif name in scope.nonlocal_names and scope.parent:
             scope = scope.parent
         bindings = (scope._bindings if scope._bindings is not None else scope.bindings).get(name)
-        if not bindings:
+        if bindings and len(bindings) == 1 and not scope.is_class:
+            return bindings  # before the use or not, it is the one
+        before = [b for b in bindings if b.position <= position] if bindings else None
+        if not before and (not bindings or scope.is_class):
+            # a class body reads the enclosing scope's name until it binds its own (`act = staticmethod(act)`)
             enclosing = scope._from_enclosing.get(name)
             if enclosing is None:
                 enclosing = scope._from_enclosing[name] = _enclosing_bindings(scope.parent, name)
-            return enclosing
-        if len(bindings) == 1:
-            return bindings  # before the use or not, it is the one
-        before = [b for b in bindings if b.position <= position]
+            return enclosing or bindings or []
         if not before:
             return bindings
         # the last binding before the use; a loop over a tuple binds several at once

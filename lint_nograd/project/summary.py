@@ -1062,6 +1062,12 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         if change is not None and not change.on_stack:
             self.grad = self.grad.after(change) if node in self.scope.node.body else CALLER_STATE
 
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        """`layers += [Block(), Act()]`: the list holds them too, as after `layers.extend(...)`."""
+        self.generic_visit(node)
+        if type(node.op) is ast.Add:
+            self._add_to(node.target, self.refs(node.value))
+
     def visit_Return(self, node: ast.Return) -> None:
         self.generic_visit(node)
         if node.value is not None:
