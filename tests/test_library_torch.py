@@ -1,6 +1,6 @@
 """The library table (lint_nograd/analysis/library.py) run with PyTorch: each file of
 fixtures/library/ uses one row (a copy, a wrapper, a hook, a call that calls its argument, a
-partial of an entry point, a dataclass field's factory) and defines `measure(x)`, which returns what the code computes and
+partial of an entry point, a dataclass field's factory, `functionalize`) and defines `measure(x)`, which returns what the code computes and
 what it would compute if the region were respected. `check` reports the file exactly when the two
 differ: the row lets reach see a region that changes a result, and its look-alikes stay silent."""
 from __future__ import annotations

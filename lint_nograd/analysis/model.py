@@ -990,7 +990,7 @@ class _FrameWalker(TableVisitor):
                     return None
                 if transform:
                     return TransformApplication(transform, callee, at, self._frame.state, alias)
-                if not (names & torch_names.VMAP and callee.args):
+                if not (names & (torch_names.VMAP | torch_names.FUNCTIONALIZE) and callee.args):
                     return None
                 callee = callee.args[0]  # vmap itself does not differentiate: look inside it
             else:

@@ -34,6 +34,9 @@ FUNCTIONAL = frozenset({"jacobian", "hessian", "vjp", "jvp", "vhp", "hvp"})
 _FUNCTIONAL_PREFIX = "torch.autograd.functional."
 
 VMAP = frozenset({"torch.vmap", "torch.func.vmap", "functorch.vmap", "torch._functorch.apis.vmap"})
+# `functionalize(f)` runs `f` (without in-place changes): a wrapper, as `vmap(f)` is
+FUNCTIONALIZE = frozenset({"torch.func.functionalize", "functorch.functionalize",
+                           "torch._functorch.eager_transforms.functionalize"})
 
 # Tracers that drop grad-mode changes from the graph they record (pytorch issue 62043).
 SYMBOLIC_TRACE = frozenset({"torch.fx.symbolic_trace", "torch.fx._symbolic_trace.symbolic_trace"})

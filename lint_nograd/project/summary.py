@@ -1647,7 +1647,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         return sites
 
 
-_WRAPPERS = torch_names.VMAP | torch_names.PARTIAL
+_WRAPPERS = torch_names.VMAP | torch_names.PARTIAL | torch_names.FUNCTIONALIZE
 # The module containers, and what their arguments hold: elements, a container to take the
 # elements of, or a mapping (`nn.ModuleDict({...})`, `nn.Sequential(OrderedDict([...]))`).
 _NN = ("torch.nn.", "torch.nn.modules.container.")
