@@ -242,6 +242,20 @@ def test_a_region_changing_state_in_place():
             look_alike(x)
 
 
+def test_a_transform_chosen_at_run_time():
+    """fixtures/checker/flow_chosen_transforms.py: the forward-mode choice of a flag or a dict of
+    transforms disagrees with reverse mode (NG004); the literal key picks reverse mode, which
+    respects the region (NG006, no change)."""
+    path = Path(__file__).parent / "fixtures" / "checker" / "flow_chosen_transforms.py"
+    spec = importlib.util.spec_from_file_location("flow_chosen_transforms", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    x = X.float()
+    assert float((module.by_flag(x) - module.by_flag(x, forward=False)).abs().max()) > 0.1
+    assert float((module.by_name(x) - module.by_name(x, mode="rev")).abs().max()) > 0.1
+    assert torch.allclose(module.by_literal_key(x), jacrev(module.ByLiteralKey())(x))
+
+
 @pytest.mark.parametrize("project", ["stored_functions"], indirect=True)
 def test_functions_stored_on_a_module_a_config_or_as_a_default(project):
     nets, parts = project("pkg.nets"), project("pkg.parts")

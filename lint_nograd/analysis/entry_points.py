@@ -108,11 +108,14 @@ WORDS = frozenset({name.rpartition(".")[2] for entry in ENTRY_POINTS if entry.mo
 
 
 def entry_point(qualified_names: frozenset[str]) -> EntryPoint | None:
-    for name in qualified_names:
-        entry = BY_QUALIFIED_NAME.get(name)
-        if entry is not None:
-            return entry
-    return None
+    found = entries(qualified_names)
+    return found[0] if found else None
+
+
+def entries(qualified_names: frozenset[str]) -> tuple[EntryPoint, ...]:
+    """The entry points among the names a callee may be, in the table's order."""
+    found = {BY_QUALIFIED_NAME[name] for name in qualified_names if name in BY_QUALIFIED_NAME}
+    return tuple(entry for entry in ENTRY_POINTS if entry in found)
 
 
 

@@ -1328,24 +1328,10 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             self._called_on_elements(node, on_elements)
             return
         if names:
-            entry = entry_points.entry_point(names)
-            if entry is not None:
-                self._applied(entry, node)
-                position, keyword = entry.argument
-                targets = self.refs(_first_argument(node, position, keyword))
-                if entry.name == "torch.jit.trace_module":
-                    targets += self._traced_methods(node, targets)
-                sources = self.functions[self.function].sources
-                count = len(sources)
-                self._add_source(entry.name, entry.modes_for(_literal_keywords(node)), targets, node)
-                if len(sources) > count and entry_points.opens_a_level(entry):
-                    sources[-1].skips += (guards.MUTATES,)
-                if len(sources) > count:
-                    sources[-1].selection = self._selection(entry, node)
-                    sources[-1].exported = entry_points.DROPS in sources[-1].modes and \
-                        self._made_for_export(node, 1 if entry.name == "make_fx" else 0)
-                    sources[-1].gradient_step = entry.name == "make_fx" and \
-                        self._traces_a_gradient_step(node, sources[-1].exported)
+            entries = entry_points.entries(names)  # `(jacfwd if forward else jacrev)(f)`: each may run
+            for entry in entries:
+                self._entry_applied(entry, node)
+            if entries:
                 return
             if names & torch_names.PARTIAL and node.args:
                 self._bound_by_partial(node)
@@ -1381,6 +1367,27 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             span = span_of(node, self.lines)
             self.functions[self.function].call_sites.append(CallSite(callees, args, keywords, span, _short(span),
                                                                      receiver))
+
+    def _entry_applied(self, entry: entry_points.EntryPoint, node: ast.Call) -> None:
+        """A transform or tracer applied here: NG001 / NG002 where the caller's mode holds, and the
+        source of the reach of what it runs."""
+        self._applied(entry, node)
+        position, keyword = entry.argument
+        targets = self.refs(_first_argument(node, position, keyword))
+        if entry.name == "torch.jit.trace_module":
+            targets += self._traced_methods(node, targets)
+        sources = self.functions[self.function].sources
+        count = len(sources)
+        self._add_source(entry.name, entry.modes_for(_literal_keywords(node)), targets, node)
+        if len(sources) == count:
+            return
+        source = sources[-1]
+        if entry_points.opens_a_level(entry):
+            source.skips += (guards.MUTATES,)
+        source.selection = self._selection(entry, node)
+        source.exported = entry_points.DROPS in source.modes and \
+            self._made_for_export(node, 1 if entry.name == "make_fx" else 0)
+        source.gradient_step = entry.name == "make_fx" and self._traces_a_gradient_step(node, source.exported)
 
     def _bound_by_partial(self, call: ast.Call) -> None:
         """`partial(loss, model=net)`: a call site of `loss` passing what `partial` binds (every call
@@ -1689,8 +1696,15 @@ _MAY_REFER = frozenset({ast.Name, ast.Attribute, ast.Lambda, ast.Call, ast.IfExp
 
 
 def _imported(refs: tuple[Ref, ...]) -> frozenset[str]:
-    """The qualified names among refs: what a call of them is, if it is PyTorch's."""
-    return frozenset([ref[1] for ref in refs if ref[0] == "imp"])
+    """The qualified names among refs: what a call of them is, if it is PyTorch's; also an element
+    of a container written out (`TRANSFORMS[mode]` after `TRANSFORMS = {"fwd": jacfwd, ...}`)."""
+    names = []
+    for ref in refs:
+        while ref[0] == "item" and ref[1][0] == "box" and (len(ref) < 3 or len(ref[1]) < 3 or ref[2] == ref[1][2]):
+            ref = ref[1][1]
+        if ref[0] == "imp":
+            names.append(ref[1])
+    return frozenset(names)
 
 
 _ARGNUMS_TRANSFORMS = frozenset({"grad", "grad_and_value", "jacrev", "jacfwd", "hessian"})
