@@ -217,7 +217,7 @@ def test_a_name_bound_again_to_what_its_value_gives():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     models = {"evaluated": module.Centered, "moved": module.Scaled, "unwrapped": module.Wrapped,
-              "activated": module.Activated, "stacked": module.Stacked}
+              "activated": module.Activated, "stacked": module.Stacked, "called": module.Called}
     for name, cls in models.items():
         model = cls()
         assert float((getattr(module, name)(X.float()) - jacrev(model)(X.float())).abs().max()) > 0.1, name

@@ -530,7 +530,10 @@ class Project:
                               for star in summary.star_imports])
             return tuple(v for ref in refs for v in self.resolve(value[1], ref, depth + 1))
         if kind in ("C", "I"):
-            return self._member(value[1], value[2], name, kind == "I", set())
+            found = self._member(value[1], value[2], name, kind == "I", set())
+            if not found and kind == "I" and name == "__call__":  # `model.__call__`: calling the object
+                return (value,)  # (nn.Module's own, which runs `forward`)
+            return found
         if kind == "X":
             return (("X", f"{value[1]}.{name}"),)
         if kind == "W" and name == library.WRAPPED_ATTRIBUTE:  # `ddp.module` is what it wraps
