@@ -1063,9 +1063,10 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             self.grad = self.grad.after(change) if node in self.scope.node.body else CALLER_STATE
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
-        """`layers += [Block(), Act()]`: the list holds them too, as after `layers.extend(...)`."""
+        """`layers += [Block(), Act()]` (or `+= more`): the list holds them too, as after
+        `layers.extend(...)`; `h += self.block(h)` adds up tensors."""
         self.generic_visit(node)
-        if type(node.op) is ast.Add:
+        if type(node.op) is ast.Add and type(node.value) in _EXTENDING:
             self._add_to(node.target, self.refs(node.value))
 
     def visit_Return(self, node: ast.Return) -> None:
@@ -1690,6 +1691,7 @@ _TYPE = frozenset({"builtins.type"})
 _BUILTIN_CALLS = frozenset(name.partition(".")[2] for table in (library.CALLS_ON_ELEMENTS, library.RETURNS_ARGUMENT, _TYPE)
                            for name in table if name.startswith("builtins."))
 _ADDS = frozenset({"append", "extend", "insert", "add_module", "register_module", "update", "setdefault"})
+_EXTENDING = frozenset({ast.List, ast.Tuple, ast.ListComp, ast.GeneratorExp, ast.Name})  # `layers += ...`
 # what `refs` finds anything in: names, calls, and containers (`f([Net()], x)` passes the model in a list)
 _MAY_REFER = frozenset({ast.Name, ast.Attribute, ast.Lambda, ast.Call, ast.IfExp, ast.BoolOp, ast.List, ast.Tuple,
                         ast.Set, ast.Dict, ast.Subscript, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp})
