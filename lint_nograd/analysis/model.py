@@ -421,7 +421,8 @@ class SemanticModel:
             found, inner = None, self.scopes.of.get(enter, scope)
             for statement in enter.body:
                 if type(statement) in _COMPOUND:
-                    if any(type(node) is ast.Call and _last_name(node.func) in _ENTERING for node in ast.walk(statement)):
+                    if any(type(node) is ast.Call and _last_name(node.func) in _ENTERING
+                           for node in ast.walk(statement)):
                         found = None
                         break
                     continue
@@ -445,7 +446,8 @@ class SemanticModel:
         self._class_modes[cls] = found
         return found
 
-    def _made_mode(self, expr: ast.expr, scope: Scope, called: bool = True) -> Optional[tuple[str, Optional[bool], bool]]:
+    def _made_mode(self, expr: ast.expr, scope: Scope,
+                   called: bool = True) -> Optional[tuple[str, Optional[bool], bool]]:
         """The grad mode a call (`called`) or a class sets when entered: `torch.no_grad()`,
         `torch.set_grad_enabled(False)`, `frozen()` for a class of this file (`_class_mode`); None
         for a mode a flag chooses."""
@@ -591,7 +593,8 @@ class SemanticModel:
             entered = _entered_context(expr) if isinstance(owner, ast.Expr) else None
             named = entered if entered is not None else expr
             if _last_name(named.func if isinstance(named, ast.Call) else named) not in words and not (
-                    type(named) is ast.Call and type(named.func) is ast.Name and type(owner) in (ast.With, ast.AsyncWith)
+                    type(named) is ast.Call and type(named.func) is ast.Name
+                    and type(owner) in (ast.With, ast.AsyncWith)
                     and self._mode_made_by(named.func, scope) is not None):  # `with frozen():`, a factory
                 continue
             change = self.grad_mode_change(expr, scope, owner, function)

@@ -1154,7 +1154,8 @@ class Project:
                     for ref in source.targets:
                         found = _parameter_element(module, ref)  # `jvp(model)`, `for m in models: jvp(m)`
                         if found is not None:
-                            uses[found[0]] += [(mode, _reacher(mode, module, source), found[1]) for mode in source.modes]
+                            uses[found[0]] += [(mode, _reacher(mode, module, source), found[1])
+                                               for mode in source.modes]
                 for site in function.call_sites:
                     passed = {}  # each parameter the site passes, once
                     for refs in _arguments(site):
