@@ -93,7 +93,7 @@ BY_QUALIFIED_NAME: dict[str, EntryPoint] = {name: entry for entry in ENTRY_POINT
 def opens_a_level(entry: EntryPoint) -> bool:
     """Whether it is one of torch.func's transforms, which raise when the function changes a tensor
     it captured in place ("would mutate a captured Tensor"), instead of computing a result."""
-    return all(name.startswith(tuple(f"{prefix}." for prefix in _FUNC_PREFIXES)) for name in entry.qualified_names)
+    return all(name.rpartition(".")[0] in _FUNC_PREFIXES for name in entry.qualified_names)
 
 # Inside `with torch.autograd.forward_ad.dual_level():`, code that works on duals from `make_dual` is
 # differentiated in forward mode, which ignores a region there (pytorch issue 78961).

@@ -17,7 +17,7 @@ import ast
 from lint_nograd.analysis.scopes import child_nodes, walk
 
 TRAINING, ONCE = "training", "once"
-# not a branch: a region that only changes state in place (region_flow `mutates`), which a torch.func
+# not a branch: a region that changes state in place (region_flow `mutates`), which a torch.func
 # transform cannot run (it raises)
 MUTATES = "mutates"
 _SETS_FLAG = frozenset({"fill_", "copy_", "add_", "data"})  # `self.initialized.fill_(1)`, `.data.fill_(...)`

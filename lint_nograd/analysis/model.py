@@ -312,8 +312,9 @@ class SemanticModel:
         self._classify_candidates()
         if self._loops:
             self._classify_loops()
-        for frame_node in {**self._frames_with_regions, **self._frames_with_backward()}:
-            _FrameWalker(self, frame_node).walk()
+        backward = self._frames_with_backward()
+        for frame_node in {**self._frames_with_regions, **backward}:
+            _FrameWalker(self, frame_node, frame_node in backward).walk()
 
     @property
     def regions(self) -> list[GradModeChange]:
@@ -347,33 +348,25 @@ class SemanticModel:
         target = call.func if call else expr
         if not isinstance(target, (ast.Name, ast.Attribute)):
             return None
-        api_name = _api_named(self.scopes.qualified_names(target, scope))
-        if api_name is None:
-            return self._region_entered_through(target, scope, expr, owner, function, entered, outer)
-        if not entered and isinstance(owner, ast.Expr) and api_name != "set_grad_enabled":
+        api_name, entered_by = _api_named(self.scopes.qualified_names(target, scope)), ""
+        if api_name is None:  # `with frozen():`, `@frozen()`, `frozen` a class or function of this file
+            mode = self._mode_made_by(target, scope)
+            # a decorator, only of a class that sets the mode as its grad-mode base does (not in `__enter__`)
+            if mode is None or not entered and (isinstance(owner, ast.Expr) or not mode[2]):
+                return None
+            api_name, enabled, entered_by = mode[0], mode[1], target.id
+        elif not entered and isinstance(owner, ast.Expr) and api_name != "set_grad_enabled":
             return None  # of the four, only set_grad_enabled acts when merely called
-        enabled = {"no_grad": False, "enable_grad": True}.get(api_name)
-        if api_name in ("set_grad_enabled", "inference_mode"):
+        else:
+            enabled = {"no_grad": False, "enable_grad": True}.get(api_name)
+        if api_name in ("set_grad_enabled", "inference_mode") and not entered_by:
             enabled = _literal_mode(call, keyword="mode", default=api_name == "inference_mode")
             if enabled is _UNKNOWN and not isinstance(owner, ast.Expr):  # `with set_grad_enabled(self.training):`
                 flag = call.args[0] if call.args else next(k.value for k in call.keywords if k.arg == "mode")
                 when = _when(flag, api_name == "inference_mode")
         if when and api_name == "enable_grad":
             return None  # chosen by a flag, it turns grad on or leaves it as it is
-        change = GradModeChange(api_name, enabled, expr, owner, function, when)
-        self.grad_mode_changes.append(change)
-        self._change_of[expr] = self._change_of[outer] = change
-        return change
-
-    def _region_entered_through(self, target: ast.expr, scope: Scope, expr: ast.expr, owner: ast.AST,
-                      function: ast.AST | None, entered: bool, outer: ast.expr) -> GradModeChange | None:
-        """`with frozen():` or `@frozen()` where `frozen` is a class of this file that enters a grad
-        mode, or a function of it returning one (`_mode_made_by`); only a `with` where a class
-        changes the mode in its own `__enter__` (it is no decorator then)."""
-        mode = self._mode_made_by(target, scope)
-        if mode is None or not entered and (isinstance(owner, ast.Expr) or not mode[2]):
-            return None
-        change = GradModeChange(mode[0], mode[1], expr, owner, function, entered_by=target.id)
+        change = GradModeChange(api_name, enabled, expr, owner, function, when, entered_by=entered_by)
         self.grad_mode_changes.append(change)
         self._change_of[expr] = self._change_of[outer] = change
         return change
@@ -723,8 +716,10 @@ class _CallFinder(TableVisitor, leaves=frozenset({ast.Name})):
 class _FrameWalker(TableVisitor):
     """Walks one body that holds a region: grad state, values without a graph, transform calls."""
 
-    def __init__(self, model: SemanticModel, frame_node: ast.AST):
+    def __init__(self, model: SemanticModel, frame_node: ast.AST, backward: bool = False):
         self.model = model
+        # it calls backward: the values it computes in its caller's mode are followed (`in_caller_mode`)
+        self._follows_caller_mode = backward and isinstance(frame_node, FUNCTION_NODES)
         self.scopes = model.scopes
         self.frame_node = frame_node
         self._scope: Scope = model.scopes.of[frame_node]
@@ -856,7 +851,7 @@ class _FrameWalker(TableVisitor):
                 graphless = _GraphlessValue(statement, source.region, blocks, source.callee, source.scope)
         state = self._frame.state
         computed = None  # computed by an operation where the caller's mode holds (NG003 across calls)
-        if self._frame.function is not None and state.inference is None and state.grad_enabled is not False \
+        if self._follows_caller_mode and state.inference is None and state.grad_enabled is not False \
                 and _is_operation(value) and graph_sources(value, self._is_torch, lambda name: True) is not None:
             computed = (state.grad_enabled is True, blocks)
         for target in targets:
@@ -1014,8 +1009,8 @@ class _FrameWalker(TableVisitor):
             self.model.applications.append(applied)
         self._check_backward(node)
         func = node.func
-        if (isinstance(func, ast.Attribute) and func.attr.endswith("_") and not func.attr.startswith("_")
-                and isinstance(func.value, ast.Name) and self._frame.state.graph_recorded is not False):
+        if (isinstance(func, ast.Attribute) and torch_names.in_place(func.attr) and isinstance(func.value, ast.Name)
+                and self._frame.state.graph_recorded is not False):
             self._frame.graphless.pop(func.value.id, None)  # `y.requires_grad_()`, `y.mul_(w)`
         self.generic_visit(node)
 

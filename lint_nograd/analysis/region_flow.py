@@ -117,15 +117,11 @@ def _changes_state_in_place(statement: ast.stmt) -> bool:
     if not isinstance(statement, ast.Expr) or not isinstance(statement.value, ast.Call):
         return False
     node = statement.value
-    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _in_place(node.func.attr):
+    while type(node) is ast.Call and type(node.func) is ast.Attribute and torch_names.in_place(node.func.attr):
         node = node.func.value  # `a.mul_(m).add_(x)`: down to `a`
     if isinstance(node, ast.Attribute) and node.attr == "data":
         node = node.value
     return node is not statement.value and isinstance(node, ast.Attribute)
-
-
-def _in_place(method: str) -> bool:
-    return method.endswith("_") and not method.startswith("_")
 
 
 def enables_grad_throughout(model: SemanticModel, region: GradModeChange) -> bool:

@@ -44,7 +44,6 @@ _PASS_THROUGH_METHODS = tensor_ops.IDENTITY_NAMES | frozenset({
 _PASS_THROUGH_FUNCTIONS = frozenset({"getattr", "next", "iter", "min", "max"})
 _PASS_THROUGH_QUALIFIED = frozenset({"copy.copy"} | {f"{module}.{name}" for name in tensor_ops.IDENTITY_NAMES
                                                       for module in ("torch", "torch.Tensor", "torch.nn.functional")})
-_IN_PLACE = re.compile(r"[A-Za-z0-9]\w*_")  # `add_`, `relu_`; not `_private` or `__dunder__`
 
 # How a value relates to gradients, in the region as written.
 _CUT = "cut"  # has no graph either way: constants, strings, names bound to values already cut
@@ -271,7 +270,7 @@ class RegionAnalysis:
             raise Refusal(f"reads autograd state {callee}()")
         if names & _PARAMETER or last == "Parameter":
             raise Refusal(f"creates a parameter {callee}(...)")
-        if _IN_PLACE.fullmatch(last):
+        if torch_names.in_place(last):
             raise Refusal(f"in-place call {callee}(...)")
         for keyword in call.keywords:
             if keyword.arg == "out":

@@ -33,6 +33,12 @@ _TRANSFORM_PREFIXES = ("torch.func.", "functorch.", "torch._functorch.")
 FUNCTIONAL = frozenset({"jacobian", "hessian", "vjp", "jvp", "vhp", "hvp"})
 _FUNCTIONAL_PREFIX = "torch.autograd.functional."
 
+def in_place(method: str) -> bool:
+    """Whether a tensor method's name says it changes the tensor in place: `add_`, `relu_`; not
+    `_private` or `__dunder__`."""
+    return method.endswith("_") and not method.startswith("_")
+
+
 VMAP = frozenset({"torch.vmap", "torch.func.vmap", "functorch.vmap", "torch._functorch.apis.vmap"})
 # `functionalize(f)` runs `f` (without in-place changes): a wrapper, as `vmap(f)` is
 FUNCTIONALIZE = frozenset({"torch.func.functionalize", "functorch.functionalize",

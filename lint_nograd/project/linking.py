@@ -1204,7 +1204,6 @@ class Project:
             self._following = following
 
     def _seed_source(self, module: str, source, function: str) -> None:
-        owner = function
         if source.receivers and not any(self.is_tracer(v) for v in self._values(module, source.receivers)):
             return
         # `f` or `partial(f, w)` as written: `g` bound to `partial(f, w)` shifts the arguments
@@ -1217,17 +1216,17 @@ class Project:
             if own is not None and ref[0] == "attr" and ref[1] == ("inst", ("cls", own)):
                 objects = self._objects_calling(module, own, function.rpartition(".")[2], ref[2])
         dispatched = self._dispatched(module, source.targets, (module, function), objects)
-        for function, receivers in dispatched:
-            called = self.function((function[1], function[2]))
-            constant = constant_params(source.selection if direct else None, called, function[3])
-            params = called.params[1:] if function[3] else called.params
+        for run, receivers in dispatched:
+            called = self.function((run[1], run[2]))
+            constant = constant_params(source.selection if direct else None, called, run[3])
+            params = called.params[1:] if run[3] else called.params
             # what the transform is given is varied, not the object of a method (its parameters and
             # buffers vary only through `functional_call`, whose calls vary everything), nor what the
             # function captures
             varied = frozenset(name for name in (*params, *called.kwonly) if name not in constant)
             for mode in source.modes:
-                self._reach(function, mode, _reacher(mode, module, source), varied, receivers)
-        self._seed_bound(module, source, owner, {(f[1], f[2]) for f, _ in dispatched})
+                self._reach(run, mode, _reacher(mode, module, source), varied, receivers)
+        self._seed_bound(module, source, function, {(run[1], run[2]) for run, _ in dispatched})
 
     def _seed_bound(self, module: str, source, function: str, given: set[FunctionKey]) -> None:
         """`jvp(partial(loss, model=net), ...)`, or `loss_fn = partial(loss, net)` then `jvp(loss_fn,

@@ -183,7 +183,7 @@ class Region:
     assumes: tuple[str, ...] = ()  # attributes read as constants of the file (region_flow): stored nowhere else
     cut_after: bool = False  # it binds locals that every later read cuts (region_flow)
     guard: str = ""  # in a branch only training mode or a first call runs (analysis/guards.py)
-    mutates: bool = False  # it only changes attributes in place: torch.func transforms raise on it (region_flow)
+    mutates: bool = False  # it changes attributes in place: torch.func transforms raise on it (region_flow)
 
 
 @dataclass(slots=True)
