@@ -114,9 +114,10 @@ def entry_point(qualified_names: frozenset[str]) -> EntryPoint | None:
 
 def entries(qualified_names: frozenset[str]) -> tuple[EntryPoint, ...]:
     """The entry points among the names a callee may be, in the table's order."""
-    found = {BY_QUALIFIED_NAME[name] for name in qualified_names if name in BY_QUALIFIED_NAME}
-    return tuple(entry for entry in ENTRY_POINTS if entry in found)
-
+    found = [BY_QUALIFIED_NAME[name] for name in qualified_names if name in BY_QUALIFIED_NAME]
+    if len(found) < 2:  # nearly every call: no entry point, or one
+        return tuple(found)
+    return tuple(entry for entry in ENTRY_POINTS if any(entry is one for one in found))
 
 
 def listed(mode: str) -> list[str]:

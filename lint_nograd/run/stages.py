@@ -320,8 +320,10 @@ class Run:
     # -- stage 3: linking ---------------------------------------------------------------------------
 
     def link(self) -> Project:
-        """Link; then summarise the files found to call a helper by name, and link again."""
-        ahead = True
+        """Link; then summarise the files found to call a helper by name, and link again. Each round
+        starts from the modules summarised before linking and the callers found since: a module the
+        round before only looked into starts nothing (as in the first round), whatever it loaded."""
+        ahead, seeds = True, None
         while True:
             modules = {f.module: ModuleEntry(f.module, f.shown, f.is_package, f.facts and f.facts.summary,
                                              loaded=f.summarised) for f in self.by_module.values()}
@@ -329,7 +331,9 @@ class Run:
                               None if self.everything else self.transforming,
                               None if self.everything else self.toward_transforms,
                               None if self.everything else self.under_regions, self._passes)
-            summarised = sorted(m for m, f in self.by_module.items() if f.facts and f.facts.summary)
+            if seeds is None:
+                seeds = {m for m, f in self.by_module.items() if f.facts and f.facts.summary}
+            summarised = sorted(seeds)
             if ahead and self.workers.count > 1:  # in one process, ahead is only more work
                 self._summarise_ahead(project, summarised)
             ahead = False
@@ -340,6 +344,7 @@ class Run:
                 self._shared.clear()  # no more summaries to read
                 return project
             self.summarise(callers)
+            seeds.update(f.module for f in callers if f.facts and f.facts.summary)
 
     def _summarise_ahead(self, project: Project, modules: list[str]) -> None:
         """Summarise in worker processes the modules linking is likely to load one at a time: those
