@@ -12,7 +12,6 @@ only values that are cut already (`region_cuts_its_values`): such a region is no
 from __future__ import annotations
 
 import ast
-import re
 from typing import Union
 
 from lint_nograd.analysis import tensor_ops, torch_names

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Optional
 
@@ -32,6 +31,7 @@ _TRANSFORM_PREFIXES = ("torch.func.", "functorch.", "torch._functorch.")
 # torch.autograd.functional's entry points, by their last name (no `torch.func` counterpart shares its semantics).
 FUNCTIONAL = frozenset({"jacobian", "hessian", "vjp", "jvp", "vhp", "hvp"})
 _FUNCTIONAL_PREFIX = "torch.autograd.functional."
+
 
 def in_place(method: str) -> bool:
     """Whether a tensor method's name says it changes the tensor in place: `add_`, `relu_`; not

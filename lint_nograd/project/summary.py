@@ -1316,7 +1316,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             self._container_call(node, func)
         elif type(func) is ast.Attribute and func.attr in library.REGISTERS_HOOK and node.args:
             self._hook(func.value, node.args[0])
-        callees = written = self.refs(func)
+        callees = func_refs = self.refs(func)
         mediated = False  # a library function calls the callee, with arguments of its own
         builtin = self._builtin(func, self.scope) if not callees else frozenset()
         if not callees and not builtin and not (isinstance(func, ast.Attribute) and func.attr == "trace"):
@@ -1363,7 +1363,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             self._add_source("dual_level", (entry_points.FORWARD,), callees, node)
         args = tuple([self.refs(arg) if type(arg) in _MAY_REFER else () for arg in node.args])
         keywords = {k.arg: refs for k in node.keywords if k.arg and (refs := self.refs(k.value))}
-        receiver = self._receiver(func, written)
+        receiver = self._receiver(func, func_refs)
         if any(args) or keywords or receiver:
             span = span_of(node, self.lines)
             self.functions[self.function].call_sites.append(CallSite(callees, args, keywords, span, _short(span),
@@ -1518,14 +1518,14 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             for ref in callees:
                 guarded[ref] = None
 
-    def _receiver(self, func: ast.expr, refs_of_func: tuple[Ref, ...]) -> tuple[Ref, ...]:
+    def _receiver(self, func: ast.expr, func_refs: tuple[Ref, ...]) -> tuple[Ref, ...]:
         """What a method is called on (`net` in `net.export(x)`), when it may be the project's:
         a base class's method that traces or transforms `self` runs the `forward` of this object.
-        Read off the refs of `func`, each made of one ref of the object (`refs`)."""
+        Read off `func_refs`, the refs of `func`: each is one ref of the object and the name (`refs`)."""
         if type(func) is not ast.Attribute:
             return ()
         cut = len(func.attr) + 1
-        refs = tuple([ref[1] if ref[0] == "attr" else ("imp", ref[1][:-cut], *ref[2:]) for ref in refs_of_func])
+        refs = tuple([ref[1] if ref[0] == "attr" else ("imp", ref[1][:-cut], *ref[2:]) for ref in func_refs])
         return refs if any(_may_be_the_projects(ref) for ref in refs) else ()
 
     def _made_for_export(self, call: ast.Call, calls_to_module: int) -> bool:

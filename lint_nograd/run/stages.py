@@ -323,7 +323,8 @@ class Run:
         """Link; then summarise the files found to call a helper by name, and link again. Each round
         starts from the modules summarised before linking and the callers found since: a module the
         round before only looked into starts nothing (as in the first round), whatever it loaded."""
-        ahead, seeds = True, None
+        seeds = {m for m, f in self.by_module.items() if f.facts and f.facts.summary}
+        ahead = True
         while True:
             modules = {f.module: ModuleEntry(f.module, f.shown, f.is_package, f.facts and f.facts.summary,
                                              loaded=f.summarised) for f in self.by_module.values()}
@@ -331,13 +332,10 @@ class Run:
                               None if self.everything else self.transforming,
                               None if self.everything else self.toward_transforms,
                               None if self.everything else self.under_regions, self._passes)
-            if seeds is None:
-                seeds = {m for m, f in self.by_module.items() if f.facts and f.facts.summary}
-            summarised = sorted(seeds)
             if ahead and self.workers.count > 1:  # in one process, ahead is only more work
-                self._summarise_ahead(project, summarised)
+                self._summarise_ahead(project, sorted(seeds))
             ahead = False
-            project.link(summarised)
+            project.link(sorted(seeds))
             callers = self._callers_by_name(project)
             if not callers:
                 self._words.clear()  # no more names to look for
