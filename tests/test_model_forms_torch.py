@@ -224,6 +224,21 @@ def test_a_name_bound_again_to_what_its_value_gives():
     assert torch.allclose(module.replaced(X.float()), jacrev(module.Plain())(X.float()))
 
 
+def test_a_model_made_lazily_into_a_global_name():
+    """fixtures/checker/ng004_global_names.py: the model a getter or an `init()` assigns to a
+    `global` name is the one forward mode reaches, and it disagrees with reverse mode; the
+    look-alikes' names hold a model without a region (reset to None, or a function's own name)."""
+    path = Path(__file__).parent / "fixtures" / "checker" / "ng004_global_names.py"
+    spec = importlib.util.spec_from_file_location("ng004_global_names", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    x = X.float()
+    for name, cls in {"lazy": module.Lazy, "initialised": module.Initialised}.items():
+        assert float((getattr(module, name)(x) - jacrev(cls())(x)).abs().max()) > 0.1, name
+    for name in ("plain", "kept", "local_name"):
+        assert torch.allclose(getattr(module, name)(x), jacrev(module.Plain())(x)), name
+
+
 def test_a_region_changing_state_in_place():
     """fixtures/checker/flow_state_changed_in_place.py: forward-mode AD on duals runs the in-place
     update with the tangent (0.9, where the region respected gives 1); the trace of a region that

@@ -308,7 +308,10 @@ class SemanticModel:
         self.returns: dict[ast.AST, list[Optional[GradModeChange]]] = {}  # per walked function: graphless returns
         self.backwards_through_calls: list[BackwardThroughCall] = []
         self._yield_lines: Optional[list[int]] = None  # the lines that spell `yield` (`yields`)
+        self._globals: list[tuple[ast.Global, Scope]] = []  # `global` statements of functions
         self._find_candidates(module.body, self.scopes.module, module, "")
+        if self._globals:
+            self.scopes.bind_globals(self._globals)
         self._classify_candidates()
         if self._loops:
             self._classify_loops()
@@ -508,6 +511,8 @@ class SemanticModel:
                     self._aliases.append((target.id if type(target) is ast.Name else target.attr, _last_name(value)))
                 elif kind is ast.Import or kind is ast.ImportFrom:
                     self._aliases += [(a.asname, a.name.rpartition(".")[2]) for a in node.names if a.asname]
+                elif kind is ast.Global and function is not None:
+                    self._globals.append((node, scope))
                 continue
             if kind is ast.ClassDef or kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
                 inner = self.scopes.enter(node, scope)

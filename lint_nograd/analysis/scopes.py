@@ -279,6 +279,16 @@ class Scopes:
             scope = self.of[node] = Scope(node, parent)
         return scope
 
+    def bind_globals(self, declared: list[tuple[ast.Global, Scope]]) -> None:
+        """`global X` then `X = Net()` in a function assigns the module's `X`: the module's name
+        holds it too (a model made once, lazily, by a getter that returns it or by an `init()`)."""
+        bindings = self.module.bindings
+        for statement, scope in declared:
+            for name in statement.names:
+                assigned = scope.bindings.get(name, [])
+                known = bindings.setdefault(name, [])
+                known += [binding for binding in assigned if binding not in known]
+
     def lookup(self, scope: Scope, name: str, position: tuple[int, int]) -> list[Binding]:
         """The bindings `name` may refer to when used at `position` in `scope`."""
         # A scope's `global` and `nonlocal` names are known once its bindings are collected: the
