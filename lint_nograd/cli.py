@@ -34,6 +34,7 @@ from lint_nograd.run.config import (
     Projects,
     RuleSelection,
     expand_selectors,
+    import_roots,
     load_config,
     project_root,
     select_rules,
@@ -252,7 +253,7 @@ def plan_jobs(options: argparse.Namespace, cwd: Path | None = None, paths: list[
                         f"reporting what torch {assumed_row(named)} does")
     # the project the given files belong to: its other files are read for what they define and call
     root = project_root(config, given, cwd, options.isolated)
-    plan.import_roots = [Path(os.path.normpath(root / src)) for src in config.src]
+    plan.import_roots = import_roots(root, config.src)
     plan.fixes = replace(plan.fixes, first_party=first_party_modules(root, plan.import_roots),
                          may_add_shim=config.stop_gradient is not None or declares_lint_nograd(root),
                          torch_version=plan.torch_version)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-import os
 import re
 import traceback
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +36,7 @@ from lint_nograd.run.config import (
     DEFAULT_STOP_GRADIENT,
     Config,
     ConfigError,
+    import_roots,
     load_config,
     project_root,
     select_rules,
@@ -79,7 +79,7 @@ class Project:
         self.fixes = FixSettings(stop_gradient=config.stop_gradient or DEFAULT_STOP_GRADIENT,
                                  unsafe_fixes=bool(config.unsafe_fixes))
         self.patterns = compile_patterns([*exclude, *config.extend_exclude])
-        self.import_roots = [Path(os.path.normpath(root / src)) for src in config.src]
+        self.import_roots = import_roots(root, config.src)
         self.fixes = replace(self.fixes, first_party=first_party_modules(root, self.import_roots),
                              may_add_shim=config.stop_gradient is not None or declares_lint_nograd(root))
         self.cache = EditorCache(default_folder(root))

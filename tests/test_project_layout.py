@@ -125,3 +125,21 @@ def test_a_project_below_the_folder_checked_is_a_project_of_its_own(tmp_path, ca
     assert inner and status == 1
     assert sorted(line for line in both.splitlines() if " NG0" in line) == sorted(
         [line for line in outer.splitlines() if " NG0" in line] + inner)
+
+
+def test_a_package_given_alone_is_named_as_python_imports_it(tmp_path, capsys):
+    """`pkg` (a folder with `__init__.py`) checked alone, with no settings file above it, from its
+    parent or from inside: `from pkg.model import loss` in `pkg/train.py` is still `pkg/model.py`,
+    so its regions are reached as when the whole project is checked. A folder that is no package
+    keeps naming its modules from itself (`import model` in a script beside it)."""
+    project = tmp_path / "project"
+    shutil.copytree(PROJECTS / "cross_module", project)
+    (project / "pyproject.toml").unlink()
+    expected, status = check(project, ["--isolated", "."], capsys)
+    assert status == 1 and expected.count("NG004") == 2
+    assert check(project, ["--isolated", "pkg"], capsys)[0] == expected
+    assert check(project / "pkg", ["--isolated", "."], capsys)[0] == expected.replace("pkg/", "")
+    assert check(tmp_path, ["--isolated", "project/pkg"], capsys)[0] == expected.replace("pkg/", "project/pkg/")
+    (project / "pkg" / "__init__.py").unlink()  # scripts: `from pkg.model import ...` names nothing here
+    scripts, _ = check(project / "pkg", ["--isolated", "."], capsys)
+    assert "NG004" not in scripts and "NG005" in scripts

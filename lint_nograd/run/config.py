@@ -172,6 +172,18 @@ def project_root(config: Config, given: Sequence[str], cwd: Path, isolated: bool
     return cwd
 
 
+def import_roots(root: Path, src: Sequence[str]) -> list[Path]:
+    """The folders module names start from: `src` under the project root; when the root is itself a
+    package (one folder given, with an `__init__.py`), the folder above its top package instead of
+    the root, as Python imports it: `from pkg.models import make` in `pkg/train.py` names
+    `pkg/models.py` when `pkg` is checked."""
+    roots = [Path(os.path.normpath(root / name)) for name in src]
+    top = root
+    while (top / "__init__.py").is_file() and top.parent != top:
+        top = top.parent
+    return roots if top == root else [top, *[folder for folder in roots if folder != root]]
+
+
 class Projects:
     """What a file in a folder is checked as part of, as ruff finds it for each file: the nearest
     settings above it and the nearest project root (a pyproject.toml or a settings file). Each
