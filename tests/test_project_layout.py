@@ -11,6 +11,7 @@ from pathlib import Path
 
 from lint_nograd import cli
 from lint_nograd.project.linking import module_name_and_root
+from lint_nograd.run.config import import_roots
 
 PROJECTS = Path(__file__).parent / "fixtures" / "projects"
 
@@ -140,6 +141,10 @@ def test_a_package_given_alone_is_named_as_python_imports_it(tmp_path, capsys):
     assert check(project, ["--isolated", "pkg"], capsys)[0] == expected
     assert check(project / "pkg", ["--isolated", "."], capsys)[0] == expected.replace("pkg/", "")
     assert check(tmp_path, ["--isolated", "project/pkg"], capsys)[0] == expected.replace("pkg/", "project/pkg/")
+    odd = project / "pkg-v2"  # a name Python cannot import: its modules are named from the folder itself
+    shutil.copytree(project / "pkg", odd)
+    assert import_roots(odd, (".", "src")) == [odd, odd / "src"]
+    assert import_roots(project / "pkg", (".", "src")) == [project, project / "pkg" / "src"]
     (project / "pkg" / "__init__.py").unlink()  # scripts: `from pkg.model import ...` names nothing here
     scripts, _ = check(project / "pkg", ["--isolated", "."], capsys)
     assert "NG004" not in scripts and "NG005" in scripts

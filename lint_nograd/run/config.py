@@ -176,10 +176,11 @@ def import_roots(root: Path, src: Sequence[str]) -> list[Path]:
     """The folders module names start from: `src` under the project root; when the root is itself a
     package (one folder given, with an `__init__.py`), the folder above its top package instead of
     the root, as Python imports it: `from pkg.models import make` in `pkg/train.py` names
-    `pkg/models.py` when `pkg` is checked."""
+    `pkg/models.py` when `pkg` is checked. A folder whose name Python cannot import (`my-pkg`,
+    `2024`) is no package to name from."""
     roots = [Path(os.path.normpath(root / name)) for name in src]
     top = root
-    while (top / "__init__.py").is_file() and top.parent != top:
+    while (top / "__init__.py").is_file() and top.name.isidentifier() and top.parent != top:
         top = top.parent
     return roots if top == root else [top, *[folder for folder in roots if folder != root]]
 
