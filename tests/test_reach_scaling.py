@@ -47,3 +47,27 @@ def test_a_container_refilled_from_itself_is_summarised_in_bounded_time():
     with deadline():
         summary = summarise(SemanticModel(ast.parse(text), text), text.splitlines(), passes=True)
     assert "f" in summary.functions
+
+
+@pytest.mark.parametrize("command", ["check", "graph"])
+@pytest.mark.parametrize("classes", [5, 300])
+def test_a_long_chain_of_stored_attributes_ends_without_overflowing_the_stack(tmp_path, command, classes):
+    """`self.m = C1().m`, `C1`'s `self.m = C2().m`, ... : each stored attribute is looked up from a
+    fresh start, so only the number of lookups open one inside another bounds the chain; 300
+    classes once overflowed Python's stack ("internal error: RecursionError"). A short chain is
+    followed to the model at its end."""
+    lines = ["import torch", "from torch.func import jacfwd", "",
+             "class Net(torch.nn.Module):", "    def forward(self, x):", "        with torch.no_grad():",
+             "            s = x.sum()", "        return x * s", ""]
+    for i in range(classes):
+        made = f"C{i + 1}().m" if i < classes - 1 else "Net()"
+        lines += [f"class C{i}:", "    def __init__(self):", f"        self.m = {made}", ""]
+    lines += ["def run(x):", "    return jacfwd(C0().m)(x)"]
+    (tmp_path / "deep.py").write_text("\n".join(lines) + "\n")
+    done = subprocess.run([sys.executable, "-m", "lint_nograd", command, "--isolated", "--no-cache", "."],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.stderr == "" and done.returncode in (0, 1), done.stderr
+    if command == "check":
+        assert (": NG004 " in done.stdout) == (classes == 5), done.stdout
+    else:
+        assert "deep.C0.__init__ -> deep.C1.__init__" in done.stdout

@@ -46,6 +46,7 @@ EVERY = frozenset({UNKNOWN})  # every parameter may be varied
 ANY_OBJECT = frozenset({None})  # a method runs on an object of any class
 _CAPTURED = frozenset({CAPTURED})
 _MAX_DEPTH = 24
+_MAX_OPEN = 48  # refs resolved one inside another (the depth above restarts at a helper's call site): Python's stack
 _MAX_ROUNDS = 4  # a cycle of refs is resolved again at most so often, until it finds no more
 _NO_CYCLE = 1 << 30  # `Project._low` when no open ref was met
 
@@ -294,7 +295,7 @@ class Project:
             if known[1] < self._low:
                 self._low = known[1]
             return known[0]
-        if depth > _MAX_DEPTH:
+        if depth > _MAX_DEPTH or len(self._open) > _MAX_OPEN:
             return ()
         return self._resolve_cycle(key, depth)
 
