@@ -239,6 +239,21 @@ def test_a_model_made_lazily_into_a_global_name():
         assert torch.allclose(getattr(module, name)(x), jacrev(module.Plain())(x)), name
 
 
+def test_a_model_stored_on_a_class_by_code_outside_its_body():
+    """fixtures/checker/ng004_class_attributes.py: the model an `init()`, a classmethod or the
+    module's code stores on a class is the one forward mode reaches through the class (or an
+    instance of it), and it disagrees with reverse mode; the look-alikes hold a model without a region."""
+    path = Path(__file__).parent / "fixtures" / "checker" / "ng004_class_attributes.py"
+    spec = importlib.util.spec_from_file_location("ng004_class_attributes", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    x = X.float()
+    for name, cls in {"initialised": module.Initialised, "current": module.Current, "cached": module.Cached}.items():
+        assert float((getattr(module, name)(x) - jacrev(cls())(x)).abs().max()) > 0.1, name
+    for name in ("plain", "other"):
+        assert torch.allclose(getattr(module, name)(x), jacrev(module.Plain())(x)), name
+
+
 def test_a_region_changing_state_in_place():
     """fixtures/checker/flow_state_changed_in_place.py: forward-mode AD on duals runs the in-place
     update with the tangent (0.9, where the region respected gives 1); the trace of a region that

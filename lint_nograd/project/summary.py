@@ -1200,11 +1200,24 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             if refs:
                 self._overwrite(target, [path], node)
                 self._add_to(target, refs)
-        if self.method_class is not None:  # `self.block = Block()`
-            for target in node.targets:
-                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
-                        and self.refs(target.value) == (("inst", ("cls", self.method_class)),):
-                    self._attribute(self.method_class, target.attr, node.value)
+        for target in node.targets:
+            cls = self._class_stored_into(target)
+            if cls is not None:
+                self._attribute(cls, target.attr, node.value)
+
+    def _class_stored_into(self, target: ast.expr) -> Optional[str]:
+        """The class of this file whose attribute `target` stores into: `self.block = ...` in a method
+        (or on an instance the code makes), `Holder.model = ...` or `cls.model = ...` anywhere. Every
+        instance of the class holds what any such store assigns (every instance alike)."""
+        if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)):
+            return None
+        refs = self.refs(target.value)
+        if len(refs) != 1:
+            return None
+        ref = refs[0]
+        if ref[0] == "inst" and ref[1][0] == "cls":
+            ref = ref[1]
+        return ref[1] if ref[0] == "cls" and ref[1] in self.classes else None
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         """`self.encoder: Encoder = build()` in a method: the attribute holds what is assigned, and an
