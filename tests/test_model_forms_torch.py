@@ -254,6 +254,63 @@ def test_a_model_stored_on_a_class_by_code_outside_its_body():
         assert torch.allclose(getattr(module, name)(x), jacrev(module.Plain())(x)), name
 
 
+def test_a_hook_recording_statistics_into_a_global_list():
+    """fixtures/checker/ng005_recorded_statistics.py: hooks that only record into a module-level
+    container trace to the gradients of eager mode; one that also rescales the output with a
+    value of the region, or reads back what it recorded, traces to other gradients."""
+    path = Path(__file__).parent / "fixtures" / "checker" / "ng005_recorded_statistics.py"
+    spec = importlib.util.spec_from_file_location("ng005_recorded_statistics", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for traced, hook in ((module.recorded, module.record), (module.recorded_by_name, module.record_by_name)):
+        assert traced_minus_eager(module.hooked(hook), traced) == 0.0, hook.__name__
+    for traced, hook in ((module.rescaled, module.rescale), (module.read, module.read_back)):
+        assert traced_minus_eager(module.hooked(hook), traced) > 0.1, hook.__name__
+
+
+def test_hooks_on_submodules_and_attributes_bound_together():
+    """fixtures/checker/ng005_submodule_hooks.py: a hook on a submodule runs when the traced model
+    runs it, and the trace of it, or of a module bound with another in one assignment, gives other
+    gradients than eager mode; the look-alike traced model has no region."""
+    path = Path(__file__).parent / "fixtures" / "checker" / "ng005_submodule_hooks.py"
+    spec = importlib.util.spec_from_file_location("ng005_submodule_hooks", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for traced, make in ((module.traced_sequential, module.sequential), (module.traced_encoded, module.Encoded),
+                         (module.traced_unpacked, module.Unpacked)):
+        assert traced_minus_eager(make(), traced) > 0.1, make.__name__
+    assert traced_minus_eager(module.UnpackedPlain(), module.traced_plain) == 0.0
+
+
+def test_a_model_read_through_a_property():
+    """fixtures/checker/ng004_property_values.py: the model a property's getter returns is the one
+    forward mode differentiates, and it disagrees with reverse mode; the look-alike's property
+    returns a model without a region."""
+    path = Path(__file__).parent / "fixtures" / "checker" / "ng004_property_values.py"
+    spec = importlib.util.spec_from_file_location("ng004_property_values", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    x = X.float()
+    for name, cls in {"decoded": module.Gated, "headed": module.Scaled}.items():
+        assert float((getattr(module, name)(x) - jacrev(cls())(x)).abs().max()) > 0.1, name
+    assert torch.allclose(module.plain(x), jacrev(module.Plain())(x))
+
+
+def test_a_model_bound_by_partial_to_functional_call():
+    """fixtures/checker/ng004_partial_library_calls.py: `partial(functional_call, net, ...)` runs
+    `net`, and forward mode through it disagrees with reverse mode; the look-alike's model has no
+    region."""
+    path = Path(__file__).parent / "fixtures" / "checker" / "ng004_partial_library_calls.py"
+    spec = importlib.util.spec_from_file_location("ng004_partial_library_calls", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    x = X.float()
+    respected = torch.func.vjp(module.Field(), x)[1](torch.ones_like(x))[0]  # the field is symmetric
+    assert float((module.tangent(x) - respected).abs().max()) > 0.1
+    assert float((module.jacobian(x) - jacrev(module.Gate())(x)).abs().max()) > 0.1
+    assert torch.allclose(module.plain(x), jacrev(module.Plain())(x))
+
+
 def test_a_region_changing_state_in_place():
     """fixtures/checker/flow_state_changed_in_place.py: forward-mode AD on duals runs the in-place
     update with the tangent (0.9, where the region respected gives 1); the trace of a region that

@@ -85,8 +85,9 @@ def flow_of(model: SemanticModel, region: GradModeChange) -> Flow:
         if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Import, ast.ImportFrom)):
             continue  # a function's body runs when it is called, in its caller's grad mode
         if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call) \
-                and activity.is_sink(statement.value, names_of):
-            later += [node for node in walk(statement.value) if isinstance(node, ast.Call)][1:]
+                and activity.is_sink(statement.value, names_of) or _adds_to_unread_global(model, statement):
+            value = statement.value if isinstance(statement, ast.Expr) else statement
+            later += [node for node in walk(value) if isinstance(node, ast.Call)][isinstance(statement, ast.Expr):]
         elif not _is_docstring_or_pass(statement):
             body.append(statement)
     nodes = [node for statement in body for node in walk(statement)] + later
@@ -105,6 +106,68 @@ def flow_of(model: SemanticModel, region: GradModeChange) -> Flow:
     cut_after = local_only and bool(bound) and _cut_after(region, bound)
     mutates = any(_changes_state_in_place(node) for node in nodes if isinstance(node, ast.stmt))
     return Flow("", inputs, _stores(region, targets) if plain else (), local_only, assumes, cut_after, mutates)
+
+
+_ADDING_METHODS = frozenset({"append", "extend", "insert", "add", "update", "appendleft", "setdefault"})
+
+
+def _adds_to_unread_global(model: SemanticModel, statement: ast.stmt) -> bool:
+    """`STATS.append(output.abs().mean())`, `NORMS[name].append(...)`, `LAST[name] = ...`: a statement
+    adding to a module-level container that nothing in the file reads (every use of its name adds
+    to it), as a hook recording statistics does. What it is given goes nowhere the computation
+    reads, as what is printed."""
+    base = _added_to(statement)
+    return base is not None and base.id in _write_only_globals(model)
+
+
+def _added_to(statement: ast.stmt) -> ast.Name | None:
+    """The name a statement adds to: `NAME.append(...)` or `NAME[key]...append(...)`, `NAME[key] = ...`."""
+    if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
+        func = statement.value.func
+        if not (isinstance(func, ast.Attribute) and func.attr in _ADDING_METHODS):
+            return None
+        base = func.value
+    elif isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
+            and isinstance(statement.targets[0], ast.Subscript):
+        base = statement.targets[0]
+    else:
+        return None
+    while isinstance(base, ast.Subscript):
+        base = base.value
+    return base if isinstance(base, ast.Name) else None
+
+
+def _write_only_globals(model: SemanticModel) -> frozenset[str]:
+    """The module-level names bound once to an empty container (`STATS = []`, `{}`, `set()`,
+    `defaultdict(list)`) that every other use in the file adds to (`STATS.append(...)` as a statement)."""
+    found = _WRITE_ONLY.get(model)
+    if found is not None:
+        return found
+    candidates = {name for name, bindings in model.scopes.module.bindings.items()
+                  if len(bindings) == 1 and _empty_container(bindings[0].value)}
+    adding = {id(base) for node in walk(model.module) if isinstance(node, ast.stmt)
+              and (base := _added_to(node)) is not None}
+    for node in walk(model.module):
+        if isinstance(node, (ast.Global, ast.Nonlocal)):
+            candidates.difference_update(node.names)
+        elif isinstance(node, ast.Name) and node.id in candidates and isinstance(node.ctx, ast.Load) \
+                and id(node) not in adding:
+            candidates.discard(node.id)  # read: what is added may come back
+    found = _WRITE_ONLY[model] = frozenset(candidates)
+    return found
+
+
+def _empty_container(value: ast.expr | None) -> bool:
+    if isinstance(value, (ast.List, ast.Set)):
+        return not value.elts
+    if isinstance(value, ast.Dict):
+        return not value.keys
+    return isinstance(value, ast.Call) and isinstance(value.func, (ast.Name, ast.Attribute)) and (
+        value.func.id if isinstance(value.func, ast.Name) else value.func.attr) in _CONTAINER_TYPES
+
+
+_CONTAINER_TYPES = frozenset({"list", "dict", "set", "defaultdict", "deque", "OrderedDict", "Counter"})
+_WRITE_ONLY: weakref.WeakKeyDictionary[SemanticModel, frozenset[str]] = weakref.WeakKeyDictionary()
 
 
 def _changes_state_in_place(statement: ast.stmt) -> bool:

@@ -421,9 +421,14 @@ class Project:
             yield ("P", module, ref[1][1], ref[1][2])
             yield from self.passed(module, ref[1][1], ref[1][2])
         elif kind == "read":  # `self.features` runs its getter when it is a property
-            for value in self.resolve(module, ref[1], depth + 1):
-                if value[0] == "F" and value[3] and value[2] in self._properties(value[1]):
-                    yield value
+            read = ref[1]
+            if read[0] != "attr":
+                return
+            for base in self.resolve(module, read[1], depth + 1):
+                if base[0] == "I":
+                    for value in self._member(base[1], base[2], read[2], True, set()):
+                        if value[0] == "F" and value[3] and value[2] in self._properties(value[1]):
+                            yield value
 
     def _elements_of(self, value: Value, depth: int, key=None) -> Iterator[Value]:
         """What indexing (by `key`, when a literal) or iterating `value` gives: a container's elements,
@@ -534,6 +539,9 @@ class Project:
             found = self._member(value[1], value[2], name, kind == "I", set())
             if not found and kind == "I" and name == "__call__":  # `model.__call__`: calling the object
                 return (value,)  # (nn.Module's own, which runs `forward`)
+            if kind == "I" and any(f[0] == "F" and f[3] and f[2] in self._properties(f[1]) for f in found):
+                return tuple(dict.fromkeys(v for f in found for v in (  # a property: what its getter returns
+                    self.returned(f, depth + 1) if f[0] == "F" and f[2] in self._properties(f[1]) else (f,))))
             return found
         if kind == "X":
             return (("X", f"{value[1]}.{name}"),)
@@ -863,6 +871,9 @@ class Project:
                 if found:
                     yield from (v for f in found for v in self.runs(f))
                     return
+        elif kind == "B" and value[1][0] == "P":  # a parameter held by what outlives the call (a hook
+            for passed in self.passed(*value[1][1:]):  # `hooked(hook)` registers on the model it
+                yield from self.runs(passed)  # returns): what any call passes to it
         elif kind in ("W", "B", "K"):  # calling `nn.Sequential(...)` runs each module it holds
             yield from self.runs(value[1])
 

@@ -620,6 +620,10 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         if on_elements is not None:  # `map(f, xs)` holds what `f` returns; `sorted(xs, key=f)`, the elements
             return self._on_elements_refs(call, on_elements, scope, depth)
         entry = entry_points.entry_point(names) if names else None
+        if entry is None and names & torch_names.PARTIAL and call.args:
+            bound = self._bound_called_argument(call, scope, depth)
+            if bound is not None:  # `partial(functional_call, net)` calls `net`
+                return tuple([("wrap", ref) for ref in self.refs(bound, scope, depth + 1)])
         if entry is not None or names & _WRAPPERS:
             position, keyword = entry.argument if entry else (0, "func")
             return tuple([("wrap", ref)
@@ -647,6 +651,18 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         if contents is not None:
             return contents
         return tuple([("call", ref) for ref in callees])
+
+    def _bound_called_argument(self, call: ast.Call, scope: Scope, depth: int) -> ast.expr | None:
+        """What `partial(f, ...)` binds to the argument `f` calls, when `f` is a library function that
+        calls one of its arguments (`functional_call`, `checkpoint`)."""
+        names = _imported(self.refs(call.args[0], scope, depth + 1))
+        argument = library.argument_of(library.CALLS_ARGUMENT, names) if names else None
+        if argument is None or any(type(arg) is ast.Starred for arg in call.args):
+            return None
+        position, keyword = argument
+        if position + 1 < len(call.args):
+            return call.args[position + 1]
+        return next((k.value for k in call.keywords if k.arg == keyword), None)
 
     def _on_elements_refs(self, call: ast.Call, row: tuple, scope: Scope, depth: int) -> tuple[Ref, ...]:
         (position, keyword), at, _, returns = row
@@ -924,8 +940,13 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         if refs and self.method_class is not None and self.refs(module) == (("inst", ("cls", self.method_class)),):
             known = self.classes[self.method_class].attributes.get(library.HOOKS_ATTRIBUTE, ())
             self.classes[self.method_class].attributes[library.HOOKS_ATTRIBUTE] = tuple(dict.fromkeys(known + refs))
-        else:
-            self._add_to(module, refs)
+            return
+        while isinstance(module, (ast.Subscript, ast.Attribute)) and not (  # a submodule's hook runs
+                isinstance(module, ast.Attribute) and isinstance(module.value, ast.Name)  # with its model:
+                and self.method_class is not None  # `model.conv2...` or `model[1]...` as `model`,
+                and self.refs(module.value) == (("inst", ("cls", self.method_class)),)):  # `self.enc...` as `self.enc`
+            module = module.value
+        self._add_to(module, refs)
 
     def _add_to(self, container: ast.expr, refs: tuple[Ref, ...]) -> None:
         """Remember that `container` (a name, or `self.name`) holds `refs` too."""
@@ -1201,9 +1222,19 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
                 self._overwrite(target, [path], node)
                 self._add_to(target, refs)
         for target in node.targets:
-            cls = self._class_stored_into(target)
-            if cls is not None:
-                self._attribute(cls, target.attr, node.value)
+            self._store_attributes(target, node.value)
+
+    def _store_attributes(self, target: ast.expr, value: ast.expr) -> None:
+        """`self.block = Block()`, and each of `self.a, self.b = A(), B()`."""
+        if isinstance(target, (ast.Tuple, ast.List)):
+            if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts) \
+                    and not any(isinstance(e, ast.Starred) for e in (*target.elts, *value.elts)):
+                for element, part in zip(target.elts, value.elts):
+                    self._store_attributes(element, part)
+            return
+        cls = self._class_stored_into(target)
+        if cls is not None:
+            self._attribute(cls, target.attr, value)
 
     def _class_stored_into(self, target: ast.expr) -> Optional[str]:
         """The class of this file whose attribute `target` stores into: `self.block = ...` in a method
