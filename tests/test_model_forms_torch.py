@@ -311,6 +311,35 @@ def test_a_model_bound_by_partial_to_functional_call():
     assert torch.allclose(module.plain(x), jacrev(module.Plain())(x))
 
 
+def test_what_a_transform_varies_through_helpers_and_closures():
+    """fixtures/checker/ng004_varied_through_helpers.py: forward mode disagrees with reverse mode
+    where the region computes from what the transform varies (the input a helper hands on, a list
+    the transformed function fills, a callable made from the parameter); the look-alikes' regions
+    read only the model's weight or the teacher's data, and both modes agree."""
+    path = Path(__file__).parent / "fixtures" / "checker" / "ng004_varied_through_helpers.py"
+    spec = importlib.util.spec_from_file_location("ng004_varied_through_helpers", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    x = X.float()
+
+    def reverse_mode(function):  # the same function, every `jacfwd` in it by `jacrev`
+        module.jacfwd = jacrev
+        try:
+            return function(x)
+        finally:
+            module.jacfwd = jacfwd
+
+    for name in ("helped", "filled", "taught_by_itself"):
+        function = getattr(module, name)
+        assert float((function(x) - reverse_mode(function)).abs().max()) > 0.1, name
+    for name in ("standardised", "taught"):
+        function = getattr(module, name)
+        torch.manual_seed(0)
+        forward = function(x)
+        torch.manual_seed(0)
+        assert torch.allclose(forward, reverse_mode(function)), name
+
+
 def test_a_region_changing_state_in_place():
     """fixtures/checker/flow_state_changed_in_place.py: forward-mode AD on duals runs the in-place
     update with the tangent (0.9, where the region respected gives 1); the trace of a region that

@@ -454,7 +454,8 @@ def _reads_only_constants(model: SemanticModel, node: ast.AST, scope: Scope, fou
     if isinstance(node, _UNKNOWABLE):
         return False
     if isinstance(node, ast.Call):
-        return _constant_callee(model, node.func, scope) and not _touches_autograd(model, node, scope)
+        return (_constant_callee(model, node.func, scope) or _called_parameter(model, node.func, scope)) \
+            and not _touches_autograd(model, node, scope)
     if isinstance(node, ast.Attribute):
         if node.attr in _AUTOGRAD_STATE:
             return False
@@ -517,6 +518,16 @@ def _constant_callee(model: SemanticModel, func: ast.expr, scope: Scope) -> bool
             return all(name.startswith(_CONSTANT_MODULES) for name in names)
         return not model.scopes.lookup(scope, func.id, (func.lineno, func.col_offset)) and func.id in _BUILTINS
     return False
+
+
+def _called_parameter(model: SemanticModel, func: ast.expr, scope: Scope) -> bool:
+    """`teacher(x)` in `def loss(p, x, teacher)`: a call of what the function is given computes from
+    it and from its arguments, each of them read as the parameter it is (the project says whether a
+    transform varies it: a function made inside the transformed code, a lambda, may be anything)."""
+    if not isinstance(func, ast.Name) or func.id in ("self", "cls"):
+        return False
+    bindings = model.scopes.lookup(scope, func.id, (func.lineno, func.col_offset))
+    return bool(bindings) and all(binding.scope is scope and isinstance(binding.node, ast.arg) for binding in bindings)
 
 
 def _name_only_on(model: SemanticModel, name: ast.Name, scope: Scope, found: dict, depth: int) -> bool:

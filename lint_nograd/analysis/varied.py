@@ -10,7 +10,8 @@ module-level names, imports and builtins on nothing (no transform differentiates
 module's own state (`self.weight`, a submodule, a literal: `region_flow.held_constant`) on `self`; any other
 attribute of `self`, a comprehension variable, a function or lambda value, `*args` and `**kwargs`
 on anything (UNKNOWN); a variable of an enclosing function on what the enclosing function is
-varied in (CAPTURED).
+varied in (CAPTURED), but on nothing when the enclosing function computes it from constants alone
+(`model = Net()`) and it is no container the closure may fill.
 """
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ class ParameterDependence:
         self._closed: Optional[dict[str, frozenset[str]]] = None  # `_closure`
         self._names: dict[str, bool | frozenset[str]] = {}  # `_name`, by name
         self._assigned: Optional[dict[str, list[ast.expr]]] = None  # `_values`
+        self._outer: dict[Scope, ParameterDependence] = {}  # `_captured`: of the enclosing functions
 
     def of(self, expr: Optional[ast.expr]) -> Dependence:
         """The parameters `expr` depends on (UNKNOWN, CAPTURED), sorted."""
@@ -102,9 +104,23 @@ class ParameterDependence:
         if owner is self.scope:
             return True
         if isinstance(owner.node, FUNCTION_NODES):
-            return _ENCLOSING
+            return self._captured(owner, name.id)
         # module level, a class body: no transform's input; a comprehension's variable: anything
         return _NOTHING if owner.node is self.model.module or owner.is_class else _ANYTHING
+
+    def _captured(self, owner: Scope, name: str) -> frozenset[str]:
+        """A variable of an enclosing function: varied where the enclosing function's value of it may
+        be (CAPTURED); nowhere when the enclosing function computes it from constants alone
+        (`model = Net()`, `x, teacher = torch.randn(4), nn.Linear(4, 4)`), unless it is a container
+        the closure may fill (`outs = []`)."""
+        outer = self._outer.get(owner)
+        if outer is None:
+            outer = self._outer[owner] = ParameterDependence(self.model, owner, self._state)
+        values = outer._values().get(name, ())
+        if not values or any(not isinstance(b.node, ast.Name) for b in owner.bindings.get(name, ())) \
+                or any(_container(value) for value in values) or outer._closure(name):
+            return _ENCLOSING
+        return _NOTHING
 
     def _closure(self, start: str) -> frozenset[str]:
         """What a local depends on, through the locals it is computed from: found for every local of
@@ -181,6 +197,15 @@ class ParameterDependence:
                 todo += target.elts
             elif type(target) is ast.Starred:
                 todo.append(target.value)  # (`self.x = ...`, `d[k] = ...` bind no name)
+
+
+def _container(value: ast.expr) -> bool:
+    """A list, dict or set, written out or made by a builtin or `collections` (code may add to it)."""
+    if isinstance(value, (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)):
+        return True
+    func = value.func if isinstance(value, ast.Call) else None
+    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+    return name in ("list", "dict", "set", "defaultdict", "deque", "OrderedDict", "Counter")
 
 
 _NOTHING, _ANYTHING, _ENCLOSING = frozenset(), frozenset({UNKNOWN}), frozenset({CAPTURED})

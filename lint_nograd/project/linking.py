@@ -1326,14 +1326,18 @@ class Project:
                 outer = self._permissive
                 self._permissive = 2  # following a chain: any module may be loaded
                 try:
-                    helpers = [(use, refs) for callee, parameter, refs in self._helpers(module, site)
+                    helpers = [((callee[1], callee[2]), use, refs) for callee, parameter, refs in self._helpers(module, site)
                                if (use := self.parameter((callee[1], callee[2], parameter))).called or use.sourced]
                 finally:
                     self._permissive = outer
-                for use, refs in helpers:
+                for helper, use, refs in helpers:
+                    # what a helper this function calls calls (`m(x)` in `apply(m, x)`) is varied as the
+                    # helper's calls pass it (an edge); what it transforms is seeded by `_seed_helper_call`
+                    caller = helper if helper in self._edges.get((key, mode), ()) else None
                     for path in use.called | {path for path, _ in use.sourced}:
+                        via = caller if path in use.called else None
                         for passed in self._functions_along(module, refs, path):
-                            self._reach(passed, mode, onward)
+                            self._reach(passed, mode, onward, caller=via)
 
     def _dispatched(self, module: str, refs: Iterable[Ref], caller: Optional[FunctionKey] = None,
                     receivers: frozenset = ANY_OBJECT) -> list[tuple[Value, frozenset]]:
@@ -1402,7 +1406,7 @@ class Project:
         summary = self.summary(module)
         for passing in self._passes_of(module).get(key[1], ()):
             for value in self._values(module, passing.callees):
-                for callee, mapped in self._runs_mapped(value):
+                for callee, mapped in self._runs_mapped_passed(value):
                     called = self.function((callee[1], callee[2]))
                     given = _varied_by(passing, called, callee[3], varied) if mapped and called else EVERY
                     if callee[2] in summary.lambdas or "<locals>" in callee[2]:
@@ -1418,6 +1422,15 @@ class Project:
             entry = self.modules.get(module)
             found = self._passes[module] = self._read_passes(entry) if entry and self._read_passes else {}
         return found
+
+    def _runs_mapped_passed(self, value: Value) -> Iterator[tuple[Value, bool]]:
+        """`_runs_mapped`, and for a parameter called (`m(x)` in `def apply(m, x)`), of what the calls
+        pass to it: the object it is given is its receiver, whatever call gave it."""
+        if value[0] != "P":
+            yield from self._runs_mapped(value)
+            return
+        for passed in self._passed_on(value, set()):
+            yield from self._runs_mapped(passed)
 
     def _runs_mapped(self, value: Value) -> Iterator[tuple[Value, bool]]:
         """The functions calling `value` runs (`runs`), and whether they take the call's arguments
