@@ -340,6 +340,29 @@ def test_what_a_transform_varies_through_helpers_and_closures():
         assert torch.allclose(forward, reverse_mode(function)), name
 
 
+def test_a_region_whose_values_are_only_aux_outputs():
+    """fixtures/checker/ng004_aux_outputs.py: under `has_aux=True` forward and reverse mode agree
+    on the Jacobian and the aux values when the region computes only aux values; they disagree
+    where its value reaches the first output, where `has_aux` is not given, and through a caller."""
+    path = Path(__file__).parent / "fixtures" / "checker" / "ng004_aux_outputs.py"
+    spec = importlib.util.spec_from_file_location("ng004_aux_outputs", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    x = X.float()
+    forward, reverse = module.run(x), module.reverse(x)
+
+    def apart(a, b) -> float:
+        flat_a, flat_b = torch.utils._pytree.tree_leaves(a), torch.utils._pytree.tree_leaves(b)
+        return max(float((p - q).abs().max()) for p, q in zip(flat_a, flat_b))
+
+    for index in (0, 1):  # with_aux, with_stats
+        assert apart(forward[index], reverse[index]) == 0.0, index
+    for index in (2, 3, 5):  # into_the_output, without_aux, caller
+        assert apart(forward[index], reverse[index]) > 0.1, index
+    respected = reverse[4][1](torch.ones_like(x))[0]  # vjp of cos: symmetric, as jvp's tangent is
+    assert float((forward[4][1] - respected).abs().max()) == 0.0 and torch.equal(forward[4][2], reverse[4][2])
+
+
 def test_a_region_changing_state_in_place():
     """fixtures/checker/flow_state_changed_in_place.py: forward-mode AD on duals runs the in-place
     update with the tangent (0.9, where the region respected gives 1); the trace of a region that

@@ -68,6 +68,7 @@ class Flow:
     assumes: tuple[str, ...] = ()
     cut_after: bool = False  # it binds locals that every later read cuts (`s.detach() + eps`)
     mutates: bool = False  # it changes what an attribute holds in place (`self.mean.mul_(m).add_(x)`)
+    aux_only: bool = False  # its locals leave the function only after the first value returned (`has_aux`)
 
 
 def flow_of(model: SemanticModel, region: GradModeChange) -> Flow:
@@ -105,7 +106,9 @@ def flow_of(model: SemanticModel, region: GradModeChange) -> Flow:
     bound = {node.id for target in targets for node in walk(target) if isinstance(node, ast.Name)}
     cut_after = local_only and bool(bound) and _cut_after(region, bound)
     mutates = any(_changes_state_in_place(node) for node in nodes if isinstance(node, ast.stmt))
-    return Flow("", inputs, _stores(region, targets) if plain else (), local_only, assumes, cut_after, mutates)
+    aux_only = local_only and bool(bound) and _only_in_aux(region, bound)
+    return Flow("", inputs, _stores(region, targets) if plain else (), local_only, assumes, cut_after, mutates,
+                aux_only)
 
 
 _ADDING_METHODS = frozenset({"append", "extend", "insert", "add", "update", "appendleft", "setdefault"})
@@ -622,6 +625,47 @@ def _cut_after(region: GradModeChange, names: set[str]) -> bool:
             cut.add(id(node.args[0]))
     return all(id(node) in cut or id(node) in inside for node in walk(region.function)
                if isinstance(node, ast.Name) and node.id in names and isinstance(node.ctx, ast.Load))
+
+
+def _only_in_aux(region: GradModeChange, names: set[str]) -> bool:
+    """Whether the locals a region binds leave the function only after the first value it returns
+    (`return loss, {"norm": n}`), directly or through locals computed from them (`stats = {"n": n}`,
+    `stats["n"] = n`): what a transform given `has_aux=True` hands back as it is, differentiating
+    none of it. Any other read (an argument, a condition, a closure) may reach the first value."""
+    function = region.function
+    inside = {id(node) for statement in region.owner.body for node in walk(statement)}
+    nodes = [node for node in walk(function) if id(node) not in inside]
+    returns = [node for node in _own_nodes(function) if isinstance(node, ast.Return)]
+    if not returns or not all(isinstance(r.value, ast.Tuple) and len(r.value.elts) > 1 for r in returns):
+        return False
+    allowed = {id(node) for r in returns for element in r.value.elts[1:] for node in walk(element)}
+    assigns = [node for node in _own_nodes(function) if isinstance(node, ast.Assign) and id(node) not in inside]
+    names = set(names)
+    grown = True
+    while grown:  # locals computed from them hold them too
+        grown = False
+        for assign in assigns:
+            read = {id(n) for n in walk(assign.value)}
+            if id(assign) in allowed or not any(isinstance(n, ast.Name) and n.id in names for n in walk(assign.value)):
+                continue
+            bases = [t.value if isinstance(t, ast.Subscript) else t for t in assign.targets]
+            if not all(isinstance(base, ast.Name) for base in bases):
+                return False
+            allowed |= read | {id(assign)} | {id(n) for target in assign.targets for n in walk(target)}
+            names |= {base.id for base in bases}
+            grown = True
+    return all(id(node) in allowed for node in nodes
+               if isinstance(node, ast.Name) and node.id in names and isinstance(node.ctx, ast.Load))
+
+
+def _own_nodes(function: ast.AST):
+    """The nodes of a function's body, not those of the functions and classes defined in it."""
+    todo = list(getattr(function, "body", []))
+    while todo:
+        node = todo.pop()
+        yield node
+        if not isinstance(node, (*FUNCTION_NODES, ast.ClassDef)):
+            todo.extend(child_nodes(node))
 
 
 _AUTOGRAD_GRAD = frozenset({"torch.autograd.grad"})

@@ -177,6 +177,7 @@ class Project:
         self._origins: dict = {}  # import, or (importer, import) when relative -> module
         self.reached: dict[FunctionKey, dict[str, Reacher]] = defaultdict(dict)
         self._varied: dict[tuple[FunctionKey, str], frozenset[str]] = {}  # see `_reach`, `varied_params`
+        self._aux: dict[tuple[FunctionKey, str], bool] = {}  # see `_reach`, `only_for_aux`
         self._receivers: dict[tuple[FunctionKey, str], frozenset] = {}  # see `_reach`, `_dispatched`
         self._edges: dict[tuple[FunctionKey, str], set[FunctionKey]] = defaultdict(set)  # the calls reach followed
         self._callers_in: dict[str, dict] = {}  # `_solve_varied`: by mode, the reverse of `_edges`
@@ -1185,12 +1186,13 @@ class Project:
         return self._uses[module]
 
     def _reach(self, function: Value, mode: str, reacher: Reacher, varied: frozenset[str] = EVERY,
-               receivers: frozenset = ANY_OBJECT, caller: Optional[FunctionKey] = None) -> None:
+               receivers: frozenset = ANY_OBJECT, caller: Optional[FunctionKey] = None, aux: bool = False) -> None:
         """`function` runs under a transform or tracer in `mode`, on objects of the classes
         `receivers` when it is a method (the union over the chains reaching it: followed again when
         either grows). Called by `caller` (an edge, along which `varied_params` carries what is
-        varied), or given by a transform with its parameters `varied`."""
+        varied), or given by a transform with its parameters `varied` (and `has_aux=True`: `aux`)."""
         key = (function[1], function[2])
+        self._aux[(key, mode)] = aux and self._aux.get((key, mode), True)
         better = _rather(self.reached[key].get(mode), reacher)  # at most twice a mode: export, then not
         if better:
             self.reached[key][mode] = reacher
@@ -1237,7 +1239,7 @@ class Project:
             # function captures
             varied = frozenset(name for name in (*params, *called.kwonly) if name not in constant)
             for mode in source.modes:
-                self._reach(run, mode, _reacher(mode, module, source), varied, receivers)
+                self._reach(run, mode, _reacher(mode, module, source), varied, receivers, aux=source.aux and direct)
         self._seed_bound(module, source, function, {(run[1], run[2]) for run, _ in dispatched})
 
     def _seed_bound(self, module: str, source, function: str, given: set[FunctionKey]) -> None:
@@ -1517,11 +1519,11 @@ class Project:
                                                        if self._may_transform(module, site)
                                                        and self._passes_a_lead(module, site)])]
             groups = [calls] if len(calls) > _MAX_CALLS_FOLLOWED_ALONE else [[call] for call in calls]
-            whole = (self.reached, self._queue, self._varied, self._receivers, self._edges)
+            whole = (self.reached, self._queue, self._varied, self._receivers, self._edges, self._aux)
             try:
                 for group in groups:
-                    self.reached, self._queue, self._varied, self._receivers, self._edges = \
-                        defaultdict(dict), deque(), {}, {}, defaultdict(set)
+                    self.reached, self._queue, self._varied, self._receivers, self._edges, self._aux = \
+                        defaultdict(dict), deque(), {}, {}, defaultdict(set), {}
                     for module, name, call in group:
                         if isinstance(call, Source):
                             self._seed(module, call, name)
@@ -1530,7 +1532,7 @@ class Project:
                     self._propagate()
                     self._report_reached(given, found)
             finally:
-                self.reached, self._queue, self._varied, self._receivers, self._edges = whole
+                self.reached, self._queue, self._varied, self._receivers, self._edges, self._aux = whole
             self._reported_in = (given, dict(found))
         return self._reported_in[1]
 
@@ -1587,6 +1589,11 @@ class Project:
             self._solve_varied(key, mode)
         varied = self._varied_found[(key, mode)]
         return None if UNKNOWN in varied else varied
+
+    def only_for_aux(self, key: FunctionKey, mode: str) -> bool:
+        """Whether every transform reaching a function in `mode` is given it directly with
+        `has_aux=True` (no call reaches it): what it returns after its first value is not differentiated."""
+        return self._aux.get((key, mode), False)
 
     def object_parameter(self, key: FunctionKey) -> Optional[str]:
         """The parameter a method's object is bound to (`self`), None for a function."""

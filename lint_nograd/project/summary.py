@@ -83,6 +83,7 @@ class Source:
     gradient_step: bool = False
     exported: bool = False  # a tracer's result only saved, exported or run without grad where it is bound (trace_uses)
     skips: tuple[str, ...] = ()  # the guarded branches it cannot run (analysis/guards.py): eval mode, an init done
+    aux: bool = False  # `has_aux=True`: what the function returns after its first value is only handed back
 
 
 @dataclass(slots=True)
@@ -184,6 +185,7 @@ class Region:
     cut_after: bool = False  # it binds locals that every later read cuts (region_flow)
     guard: str = ""  # in a branch only training mode or a first call runs (analysis/guards.py)
     mutates: bool = False  # it changes attributes in place: torch.func transforms raise on it (region_flow)
+    aux_only: bool = False  # what it computes leaves the function only after the first value returned (region_flow)
 
 
 @dataclass(slots=True)
@@ -223,7 +225,7 @@ class ModuleSummary:
             return {"entry": s.entry, "modes": s.modes, "targets": s.targets, "span": span(s.span), "text": s.text,
                     "receivers": s.receivers,
                     "selection": s.selection, "gradient_step": s.gradient_step, "exported": s.exported,
-                    "skips": s.skips}
+                    "skips": s.skips, "aux": s.aux}
 
         def site(c):
             return {"callees": c.callees, "args": c.args, "keywords": c.keywords, "span": span(c.span),
@@ -254,7 +256,7 @@ class ModuleSummary:
                          "dual_level": span(r.dual_level), "cut": r.cut,
                          "inert": r.inert, "inputs": r.inputs, "stores": r.stores,
                          "local_only": r.local_only, "when": r.when, "assumes": r.assumes, "cut_after": r.cut_after,
-                         "guard": r.guard, "mutates": r.mutates}
+                         "guard": r.guard, "mutates": r.mutates, "aux_only": r.aux_only}
                         for r in self.regions],
             "backwards": [{"callees": b.callees, "callee_text": b.callee_text, "name": b.name,
                            "assigned_row": b.assigned_row, "span": span(b.span)} for b in self.backwards],
@@ -283,7 +285,7 @@ class ModuleSummary:
             return Source(d["entry"], tuple(d["modes"]), refs(d["targets"]), span(d["span"]), d["text"],
                           refs(d["receivers"]),
                           _selection(d.get("selection")), bool(d.get("gradient_step", False)),
-                          bool(d.get("exported", False)), tuple(d.get("skips", ())))
+                          bool(d.get("exported", False)), tuple(d.get("skips", ())), d.get("aux") is True)
 
         def call_site(d):
             return CallSite(refs(d["callees"]), tuple(refs(a) for a in d["args"]),
@@ -317,7 +319,8 @@ class ModuleSummary:
                           tuple(r.get("stores", ())),
                           bool(r.get("local_only", False)), r.get("when", ""),
                           tuple(r.get("assumes", ())), bool(r.get("cut_after", False)),
-                          r.get("guard", ""), r.get("mutates") is True) for r in data["regions"]]
+                          r.get("guard", ""), r.get("mutates") is True, r.get("aux_only") is True)
+                   for r in data["regions"]]
         backwards = [BackwardSite(refs(b["callees"]), b["callee_text"], b["name"], b["assigned_row"],
                                   span(b["span"])) for b in data["backwards"]]
         return cls(functions, classes, {k: refs(v) for k, v in data["names"].items()}, regions, backwards,
@@ -1433,6 +1436,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         source.exported = entry_points.DROPS in source.modes and \
             self._made_for_export(node, 1 if entry.name == "make_fx" else 0)
         source.gradient_step = entry.name == "make_fx" and self._traces_a_gradient_step(node, source.exported)
+        source.aux = _literal_keywords(node).get("has_aux") is True
 
     def _bound_by_partial(self, call: ast.Call) -> None:
         """`partial(loss, model=net)`: a call site of `loss` passing what `partial` binds (every call
@@ -1782,7 +1786,7 @@ def _add_flow(summary: Region, model: SemanticModel, region) -> None:
     flow = region_flow.flow_of(model, region)
     summary.inert, summary.inputs, summary.stores, summary.local_only, summary.assumes, summary.cut_after = (
         flow.inert, flow.inputs, flow.stores, flow.local_only, flow.assumes, flow.cut_after)
-    summary.mutates = flow.mutates
+    summary.mutates, summary.aux_only = flow.mutates, flow.aux_only
 
 
 ANY_ATTRIBUTE = "*"
