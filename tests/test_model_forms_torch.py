@@ -363,6 +363,20 @@ def test_a_region_whose_values_are_only_aux_outputs():
     assert float((forward[4][1] - respected).abs().max()) == 0.0 and torch.equal(forward[4][2], reverse[4][2])
 
 
+def test_a_submodule_calling_its_own_methods():
+    """fixtures/checker/ng004_submodule_methods.py: the submodule's own method, with its region,
+    runs under the transform of the model (forward and reverse mode disagree); the look-alike
+    model's method of the same name never runs (they agree)."""
+    path = Path(__file__).parent / "fixtures" / "checker" / "ng004_submodule_methods.py"
+    spec = importlib.util.spec_from_file_location("ng004_submodule_methods", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    x = X.float()
+    for cls in (module.Outer, module.Stack):
+        assert float((jacfwd(cls())(x) - jacrev(cls())(x)).abs().max()) > 0.1, cls.__name__
+    assert torch.allclose(jacfwd(module.Shadowing())(x), jacrev(module.Shadowing())(x))
+
+
 def test_a_region_changing_state_in_place():
     """fixtures/checker/flow_state_changed_in_place.py: forward-mode AD on duals runs the in-place
     update with the tangent (0.9, where the region respected gives 1); the trace of a region that

@@ -1356,9 +1356,12 @@ class Project:
         found: list[tuple[Value, frozenset]] = []
         for ref in refs:
             on_self = own is not None and ref[0] == "attr" and ref[1] == ("inst", ("cls", own))
-            if on_self and known:  # dispatched on the object's class
-                found += [(function, frozenset({cls})) for cls in known
-                          for member in self._member(*cls, ref[2], True, set()) for function in self.runs(member)]
+            if on_self and known:  # dispatched on the object's class (a submodule it holds, on the submodule's)
+                for cls in known:
+                    for member in self._member(*cls, ref[2], True, set()):
+                        held = _held_object(member)
+                        of = frozenset({(held[1], held[2])}) if held[0] == "I" else frozenset({cls})
+                        found += [(function, of) for function in self.runs(member)]
                 if None not in receivers:
                     continue
             objects = ANY_OBJECT
@@ -1861,6 +1864,15 @@ def called_as(function: str) -> str:
     if "<locals>" in parts or not all(part.isidentifier() for part in parts):
         return ""
     return parts[-2] if parts[-1] == "__init__" and len(parts) > 1 else parts[-1]
+
+
+def _held_object(value: Value) -> Value:
+    """The instance a wrapper or a container holds (`nn.Sequential(Block())`, `DataParallel(net)`),
+    else the value itself."""
+    inner = value
+    while inner[0] in ("W", "B"):
+        inner = inner[1]
+    return inner if inner[0] == "I" else value
 
 
 def _varied_by(passing, function: Function, bound: bool, varied: frozenset[str]) -> frozenset[str]:
