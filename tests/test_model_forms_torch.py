@@ -377,6 +377,35 @@ def test_a_submodule_calling_its_own_methods():
     assert torch.allclose(jacfwd(module.Shadowing())(x), jacrev(module.Shadowing())(x))
 
 
+def test_a_parameter_captured_by_the_closure_a_transform_or_tracer_runs():
+    """fixtures/checker/ng004_captured_parameters.py and ng005_captured_parameters.py: the model a
+    closure hands to a helper, or whose method it calls, runs under `linearize` (which disagrees
+    with reverse mode) or in `make_fx`'s trace (whose gradients differ from eager mode's); the
+    look-alikes' helper calls nothing, or the trace records grad mode."""
+    def load(name):
+        path = Path(__file__).parent / "fixtures" / "checker" / f"{name}.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    forward = load("ng004_captured_parameters")
+    x, d = X.float(), torch.tensor([1.0, -2.0, 0.5])
+    for model, sensitivity, moved in ((forward.Field(), forward.sensitivity, True),
+                                      (forward.Named(), forward.described, False)):
+        helper = forward.render if moved else forward.describe
+        reverse = jacrev(lambda o: helper(model, o))(x) @ d
+        assert (float((sensitivity(model, x, d) - reverse).abs().max()) > 0.1) == moved, helper.__name__
+
+    traced = load("ng005_captured_parameters")
+    for model, trace, moved in ((traced.Model(), traced.trace_rollout, True), (traced.Kept(), traced.trace_kept, False)):
+        graph = trace(model, X.clone(), 2)
+        x1, x2 = X.clone().requires_grad_(), X.clone().requires_grad_()
+        graph(x1).sum().backward()
+        model.rollout(x2, 2).sum().backward()
+        assert (float((x1.grad - x2.grad).abs().max()) > 0.1) == moved, type(model).__name__
+
+
 def test_a_region_changing_state_in_place():
     """fixtures/checker/flow_state_changed_in_place.py: forward-mode AD on duals runs the in-place
     update with the tangent (0.9, where the region respected gives 1); the trace of a region that

@@ -51,6 +51,15 @@ _MAX_ROUNDS = 4  # a cycle of refs is resolved again at most so often, until it 
 _NO_CYCLE = 1 << 30  # `Project._low` when no open ref was met
 
 
+class _Through(NamedTuple):
+    """A call in a closure a transform runs, passing a captured parameter on: `render(field, o)` in
+    `linearize(lambda o: render(field, o), ...)`: what the callee calls of it runs under the transform."""
+
+    site: object  # CallSite
+    mode: str
+    reacher: object  # Reacher
+
+
 class ParameterUse(NamedTuple):
     """What a function does with a parameter (`Project.parameter`)."""
 
@@ -1109,7 +1118,13 @@ class Project:
         called: set[str] = set()
         sourced: dict[tuple[str, str], Reacher] = {}
         for use in self._uses_of(key[0]).get(key, ()):
-            if isinstance(use, str):  # the path called
+            if isinstance(use, _Through):  # passed on in a closure a transform runs: what is called runs under it
+                for callee, name, refs in self._helpers(key[0], use.site):
+                    if _passes(key, refs):
+                        for path in self.parameter((callee[1], callee[2], name)).called:
+                            if _rather(sourced.get((path, use.mode)), use.reacher):
+                                sourced[(path, use.mode)] = use.reacher
+            elif isinstance(use, str):  # the path called
                 called.add(use)
             elif isinstance(use, tuple):  # (mode, reacher, path)
                 if _rather(sourced.get((use[2], use[0])), use[1]):
@@ -1182,6 +1197,8 @@ class Project:
                     reachers = [(mode, _reacher(mode, module, source)) for mode in source.modes]
                     for parameter, path in _closure_parameters(summary, module, name, source.targets):
                         uses[parameter] += [(mode, reacher, path) for mode, reacher in reachers]
+                    for parameter, site in _closure_sites(summary, module, source.targets):
+                        uses[parameter] += [_Through(site, mode, reacher) for mode, reacher in reachers]
             self._uses[module] = uses
         return self._uses[module]
 
@@ -1702,7 +1719,20 @@ class Project:
         what linking reaches from them); every function when a start is unknown (None)."""
         if None in starts:
             return _EVERYTHING
-        return self._walk(starts, lambda key, function, refs: [(v[1], v[2]) for v in self._functions(key[0], refs)])
+
+        def step(key: FunctionKey, function, refs: list) -> list:
+            found = [(v[1], v[2]) for v in self._functions(key[0], refs)]
+            for ref in refs:  # a parameter called (a closure's `model.rollout(x)`): on what the calls pass it
+                called = _parameter_path(key[0], ref)
+                if called is not None:
+                    for held in self._passed_on(("P", *called[0]), set()):
+                        values = [held]
+                        for name in called[1].split(".") if called[1] else ():
+                            values = [member for value in values for member in self.attribute(value, name)]
+                        found += [(f[1], f[2]) for value in values for f in self.runs(value)]
+            return found
+
+        return self._walk(starts, step)
 
     def _reads_of_reached(self) -> tuple[set[str], bool]:
         """The attribute names the reached functions load, following their calls into every module
@@ -1843,6 +1873,35 @@ def _closure_parameters(summary: ModuleSummary, module: str, owner: str,
             elif cls is not None:
                 stack += cls.attributes.get(ref[2], ())
     return found
+
+
+def _closure_sites(summary: ModuleSummary, module: str, targets: Iterable[Ref]) -> list[tuple[tuple[str, str, str], object]]:
+    """The call sites of the closures `targets` run (a lambda, a nested function, and what they call
+    of the module) that pass on a parameter of another function (one they capture): `render(field,
+    o)` in `lambda o: render(field, o)`, with `field` a parameter of the function applying the transform."""
+    found = []
+    seen: set[str] = set()
+    stack = [ref[1] for ref in map(_unwrapped, targets) if ref[0] == "fn"]
+    while stack:
+        name = stack.pop()
+        if name in seen or name not in summary.functions or len(seen) > _MAX_CLOSURE:
+            continue
+        seen.add(name)
+        function = summary.functions[name]
+        stack += [ref[1] for ref in map(_unwrapped, function.calls) if ref[0] == "fn"]
+        for site in function.call_sites:
+            for refs in _arguments(site):
+                for ref in refs:
+                    parameter = _parameter(module, ref)
+                    if parameter is not None and parameter[1] != name:
+                        found.append((parameter, site))
+    return found
+
+
+def _unwrapped(ref: Ref) -> Ref:
+    while ref[0] == "wrap":
+        ref = ref[1]
+    return ref
 
 
 def script_relative(module: str, name: str, modules) -> str:
