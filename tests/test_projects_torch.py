@@ -161,3 +161,14 @@ def test_backward_through_what_another_module_computes_in_a_region_raises(capsys
             with pytest.raises(RuntimeError, match="does not require grad"):
                 function(model, X).sum().backward()
         evaluation.passthrough(model, X.clone().requires_grad_()).sum().backward()  # no finding: fine
+
+
+def test_a_model_handed_to_a_transformed_function_of_another_module():
+    """fixtures/projects/transformed_calls: `jacfwd(loss)(x, model)` runs `model` under forward
+    mode; where its region reads only its weight, forward and reverse mode agree (no finding)."""
+    project = PROJECTS / "transformed_calls"
+    with imported_from(project):
+        losses, models = importlib.import_module("pkg.losses"), importlib.import_module("pkg.models")
+        for model, found in ((models.Net(), True), (models.WeightNormed(), False)):
+            forward, reverse = jacfwd(losses.loss)(X, model), jacrev(losses.loss)(X, model)
+            assert (not torch.allclose(forward, reverse)) == found, type(model).__name__

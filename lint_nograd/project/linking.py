@@ -950,6 +950,7 @@ class Project:
                 for site in function.call_sites:
                     if self._may_transform(module, site) and self._passes_a_lead(module, site):
                         self._seed_helper_call(module, site)
+                    self._seed_transformed_call(module, function, site)
         self._propagate()
 
     def modules_to_look_into(self, module: str, summary: ModuleSummary) -> set[str]:
@@ -1280,6 +1281,26 @@ class Project:
                     for path in use.called:
                         for passed in self._functions_along(module, refs, path):
                             self._reach(passed, mode, reacher)
+
+    def _seed_transformed_call(self, module: str, function: Function, site) -> None:
+        """`jacfwd(loss)(x, Net())`: the function a transform is given is called here, and what it
+        calls of what this call passes (`model(x)` in `def loss(x, model)`) runs under the transform,
+        as the calls of `loss` (an edge from it, so that what is varied is carried along)."""
+        wrapped = {ref[1] for ref in site.callees if ref[0] == "wrap"}
+        sources = [source for source in function.sources if wrapped.intersection(source.targets)
+                   and (source.span.row, source.span.col) == (site.span.row, site.span.col)]
+        if not sources or not self._passes_a_lead(module, site):
+            return
+        following, self._following = self._following, True
+        try:
+            for callee, name, refs in self._helpers(module, site):
+                for path in self.parameter((callee[1], callee[2], name)).called:
+                    for passed in self._functions_along(module, refs, path):
+                        for source in sources:
+                            for mode in source.modes:
+                                self._reach(passed, mode, _reacher(mode, module, source), caller=(callee[1], callee[2]))
+        finally:
+            self._following = following
 
     def _objects_calling(self, module: str, cls: str, method: str, name: str) -> frozenset:
         """For a method of `cls` giving a transform its own method `name`, the classes of the objects
