@@ -1985,10 +1985,13 @@ def made_by(function: str) -> str:
 
 
 def _attribute_read(ref: Ref) -> bool:
-    """Whether a ref reads an attribute of an object (`self.net`, `self.nets[0]`)."""
-    while ref[0] in ("read", "item", "slice", "wrap", "box"):
+    """Whether a ref reads what an object or a container holds, or what a call returns (`self.net`,
+    `self.nets[0]`, `MODELS[name]()` from a registry another module fills, `prepare(build(cfg))`)."""
+    held = False
+    while ref[0] in ("read", "item", "slice", "wrap", "box", "call"):
+        held = held or ref[0] in ("item", "call")
         ref = ref[1]
-    return ref[0] == "attr"
+    return ref[0] == "attr" or held and ref[0] != "cls"
 
 
 def _last_name(ref: Ref) -> str:
