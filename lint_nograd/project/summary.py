@@ -966,10 +966,11 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
                 if new:
                     added.extend(new)
                     self._of_binding.clear()  # what was found for names bound to it is found again
-        elif isinstance(container, ast.Attribute) and self.method_class is not None \
-                and self.refs(container.value) == (("inst", ("cls", self.method_class)),):
-            known = self.classes[self.method_class].attributes.get(container.attr, ())
-            self.classes[self.method_class].attributes[container.attr] = tuple(dict.fromkeys(known + refs))
+        elif (cls := self._class_stored_into(container)) is not None:  # `self.layers.append(...)`
+            if self.method_class is None and self.function != MODULE_BODY:  # `self._obj[name] = cls` in a
+                refs = tuple([_kept(ref) for ref in refs])  # registry's decorator: what every call passes
+            known = self.classes[cls].attributes.get(container.attr, ())
+            self.classes[cls].attributes[container.attr] = tuple(dict.fromkeys(known + refs))
 
     def _overwrite(self, container: ast.expr, paths: list[tuple], store: ast.AST) -> None:
         """`d["a"] = f` (or `d.update({"a": f})`) after `d = {"a": g}` in the same block, with no use of
