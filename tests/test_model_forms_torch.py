@@ -406,6 +406,22 @@ def test_a_parameter_captured_by_the_closure_a_transform_or_tracer_runs():
         assert (float((x1.grad - x2.grad).abs().max()) > 0.1) == moved, type(model).__name__
 
 
+def test_a_method_read_on_a_compiled_module():
+    """fixtures/checker/ng004_compiled_models.py: the method of the compiled module (or of what a
+    helper returns, compiled or not) is the model's, with its region: `jvp` disagrees with reverse
+    mode; the look-alike model has no region."""
+    path = Path(__file__).parent / "fixtures" / "checker" / "ng004_compiled_models.py"
+    spec = importlib.util.spec_from_file_location("ng004_compiled_models", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    x, v = X.float(), torch.tensor([1.0, -1.0, 0.5])
+    for name, cls, found in (("compiled", module.Net, True), ("helped", module.Encoder, True),
+                             ("plain", module.Plain, False)):
+        reverse = jacrev(cls().embed)(x) @ v
+        assert (float((getattr(module, name)(x, v) - reverse).abs().max()) > 0.1) == found, name
+    assert float((module.helped(x, v, True) - jacrev(module.Encoder().embed)(x) @ v).abs().max()) > 0.1
+
+
 def test_a_region_changing_state_in_place():
     """fixtures/checker/flow_state_changed_in_place.py: forward-mode AD on duals runs the in-place
     update with the tangent (0.9, where the region respected gives 1); the trace of a region that

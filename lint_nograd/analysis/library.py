@@ -22,6 +22,10 @@ RETURNS_ARGUMENT = {
     "dataclasses.field": (None, "default"),  # `model: Net = field(default=net)`: the field holds `net`
 }
 
+# Entry points whose result runs the module (or function) they are given and reads its attributes
+# (`torch.compile(net)` wraps `net` in an `OptimizedModule` that looks up what it lacks on `net`).
+RETURNS_ITS_MODEL = frozenset({"torch.compile"})
+
 # Calls whose result is what calling their argument returns (position, keyword): a dataclass field's
 # `default_factory`, called for each instance built without the field.
 RETURNS_CALL_OF = {

@@ -1414,6 +1414,11 @@ class Project:
                 values = [passed for value in values for passed in (
                     self._passed_here(value, caller) if value[0] == "P" and (value[1], value[2]) != caller
                     else (value,))]
+            if caller is not None and ref[0] == "attr":  # `prepare(net).encode`, `prepare` returning its `m`
+                values = [*values, *(member for base in self.resolve(module, ref[1])
+                                     if base[0] == "P" and (base[1], base[2]) != caller
+                                     for passed in self._passed_here(base, caller)
+                                     for member in self.attribute(passed, ref[2]))]
             for value in values:
                 of = frozenset({(value[1], value[2])}) if value[0] == "I" else objects
                 found += [(function, of) for function in self.runs(value)]

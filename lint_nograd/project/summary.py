@@ -623,6 +623,8 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         if on_elements is not None:  # `map(f, xs)` holds what `f` returns; `sorted(xs, key=f)`, the elements
             return self._on_elements_refs(call, on_elements, scope, depth)
         entry = entry_points.entry_point(names) if names else None
+        if entry is not None and entry.name in library.RETURNS_ITS_MODEL:  # `torch.compile(net).encode`
+            return self.refs(_first_argument(call, *entry.argument), scope, depth + 1)
         if entry is None and names & torch_names.PARTIAL and call.args:
             bound = self._bound_called_argument(call, scope, depth)
             if bound is not None:  # `partial(functional_call, net)` calls `net`
