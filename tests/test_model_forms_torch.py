@@ -422,6 +422,31 @@ def test_a_method_read_on_a_compiled_module():
     assert float((module.helped(x, v, True) - jacrev(module.Encoder().embed)(x) @ v).abs().max()) > 0.1
 
 
+def test_regions_on_buffers_and_shapes_change_nothing():
+    """fixtures/checker/ng005_buffers_negatives.py and ng004_shape_arguments_negatives.py: the
+    traced graphs differentiate as eager mode does, and forward mode agrees with reverse mode, so
+    no finding is right."""
+    def load(name):
+        path = Path(__file__).parent / "fixtures" / "checker" / f"{name}.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    traced = load("ng005_buffers_negatives")
+    x = torch.linspace(0.5, 2.0, 12, dtype=torch.float64).reshape(3, 4)
+    for graph, eager in ((traced.rotary, traced.Rotary()), (traced.shifted, traced.Shifted())):
+        x1, x2 = x.clone().requires_grad_(), x.clone().requires_grad_()
+        (graph(x1) ** 2).sum().backward()
+        (eager(x2) ** 2).sum().backward()
+        assert torch.allclose(x1.grad, x2.grad), type(eager).__name__
+
+    shapes = load("ng004_shape_arguments_negatives")
+    o, d = X.float(), torch.tensor([1.0, -2.0, 0.5])
+    assert torch.allclose(shapes.sensitivity(o, d), jacrev(shapes.render)(o) @ d)
+    assert torch.allclose(shapes.jacobian(o), jacrev(shapes.sized)(o))
+
+
 def test_a_region_changing_state_in_place():
     """fixtures/checker/flow_state_changed_in_place.py: forward-mode AD on duals runs the in-place
     update with the tangent (0.9, where the region respected gives 1); the trace of a region that

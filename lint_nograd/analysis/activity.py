@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import ast
 
-_INTEGER_METHODS = frozenset({
+INTEGER_METHODS = frozenset({
     "argmax", "argmin", "argsort", "nonzero", "item", "tolist", "long", "int", "short", "bool", "byte",
     "char", "numel", "nelement", "dim", "ndimension", "size", "stride", "element_size", "data_ptr",
     "is_contiguous", "is_floating_point", "is_complex", "is_nonzero", "eq", "ne", "lt", "le", "gt", "ge",
@@ -46,15 +46,15 @@ _TORCH_NEW = frozenset({
     "iinfo", "manual_seed", "initial_seed", "Generator", "device", "Size"})
 NO_DERIVATIVE_CALLS = frozenset(
     {f"torch.{name}" for name in _TORCH_INTEGER | _TORCH_NEW}
-    | {f"torch.Tensor.{name}" for name in _INTEGER_METHODS | _NEW_TENSOR_METHODS}
+    | {f"torch.Tensor.{name}" for name in INTEGER_METHODS | _NEW_TENSOR_METHODS}
     | {"numpy.asarray", "numpy.array", "math.floor", "math.ceil", "math.isnan", "math.isinf", "math.isfinite",
        "math.prod", "math.sqrt", "math.log", "math.exp", "math.pow", "operator.index"})
-_INTEGER_BUILTINS = frozenset({"len", "int", "bool", "float", "complex", "str", "repr", "format", "isinstance",
+INTEGER_BUILTINS = frozenset({"len", "int", "bool", "float", "complex", "str", "repr", "format", "isinstance",
                                "issubclass", "hasattr", "callable", "id", "hash", "type", "range", "enumerate",
                                "chr", "ord", "bin", "hex", "oct"})
 _INTEGER_DTYPES = frozenset({f"torch.{name}" for name in (
     "long", "int", "int64", "int32", "int16", "int8", "uint8", "uint16", "uint32", "uint64", "short", "bool")})
-_PLAIN_ATTRIBUTES = frozenset({"shape", "dtype", "device", "ndim", "layout", "is_cuda", "is_sparse", "names",
+PLAIN_ATTRIBUTES = frozenset({"shape", "dtype", "device", "ndim", "layout", "is_cuda", "is_sparse", "names",
                                "is_leaf", "requires_grad", "indices_dtype"})
 
 SINK_CALLS = frozenset({"print", "warnings.warn", "wandb.log", "pprint.pprint"})
@@ -72,7 +72,7 @@ def no_derivative(node: ast.AST, names_of) -> bool:
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
         return True
     if isinstance(node, ast.Attribute):
-        return node.attr in _PLAIN_ATTRIBUTES or node.attr == "indices" and _indexed_result(node.value, names_of)
+        return node.attr in PLAIN_ATTRIBUTES or node.attr == "indices" and _indexed_result(node.value, names_of)
     if isinstance(node, ast.Subscript):  # `x.max(1)[1]`, `torch.topk(x, 3)[1]`
         index = node.slice
         return isinstance(index, ast.Constant) and index.value == 1 \
@@ -82,11 +82,11 @@ def no_derivative(node: ast.AST, names_of) -> bool:
     func = node.func
     names = names_of(func)
     if names is None:  # a builtin
-        return isinstance(func, ast.Name) and func.id in _INTEGER_BUILTINS
+        return isinstance(func, ast.Name) and func.id in INTEGER_BUILTINS
     if names:
         return all(name in NO_DERIVATIVE_CALLS or _cut_name(name) for name in names)
     if isinstance(func, ast.Attribute):
-        if func.attr in _INTEGER_METHODS or func.attr in _NEW_TENSOR_METHODS:
+        if func.attr in INTEGER_METHODS or func.attr in _NEW_TENSOR_METHODS:
             return True
         if func.attr in ("to", "type"):  # `x.to(torch.long)`, `x.type(torch.int64)`, `x.to(dtype=torch.bool)`
             given = [*node.args, *(k.value for k in node.keywords if k.arg == "dtype")]

@@ -332,9 +332,22 @@ def module_state(model: SemanticModel, node: ast.Attribute, scope: Scope, submod
     bindings = model.scopes.lookup(scope, own.value.id, (own.lineno, own.col_offset))
     if not (len(bindings) == 1 and bindings[0].node is scope.node.args.args[0]):
         return False
+    kind = _state_kind(model, own, scope)
+    return kind in (_TENSORS if own is node else ("module",)) or submodules and own is node and kind == "module"
+
+
+_TENSORS = ("tensor", "buffer")
+
+
+def buffer_state(model: SemanticModel, node: ast.Attribute, scope: Scope) -> bool:
+    """`self.inv_freq` made by `register_buffer` or by a torch function in `__init__` (not a
+    parameter): a tensor that requires no grad, a constant to every transform and tracer."""
+    return isinstance(node.value, ast.Name) and _state_kind(model, node, scope) == "buffer"
+
+
+def _state_kind(model: SemanticModel, own: ast.Attribute, scope: Scope) -> str | None:
     kinds = _state_attributes(model).get(own.attr)
-    kind = kinds.get(scope.parent.node) if kinds is not None else None
-    return kind == ("tensor" if own is node else "module") or submodules and own is node and kind == "module"
+    return kinds.get(scope.parent.node) if kinds is not None and scope.parent is not None else None
 
 
 def held_constant(model: SemanticModel, node: ast.Attribute, scope: Scope) -> bool:
@@ -380,7 +393,7 @@ def _state_attributes(model: SemanticModel) -> dict[str, dict[ast.ClassDef, str 
         init = isinstance(scope.node, ast.FunctionDef) and scope.node.name == "__init__" \
             and scope.parent is not None and scope.parent.is_class
         if registered is not None:
-            note(registered, scope.parent.node if init else None, "tensor")
+            note(registered[0], scope.parent.node if init else None, registered[1])
         for target in stores:
             for below in walk(target):
                 if isinstance(below, ast.Attribute) and not isinstance(below.ctx, ast.Load):
@@ -390,18 +403,20 @@ def _state_attributes(model: SemanticModel) -> dict[str, dict[ast.ClassDef, str 
     return found
 
 
-def _registered(statement: ast.Expr) -> str | None:
-    """`self.register_buffer("mean", ...)`, `self.register_parameter("w", ...)`: the name."""
+def _registered(statement: ast.Expr) -> tuple[str, str] | None:
+    """`self.register_buffer("mean", ...)`, `self.register_parameter("w", ...)`: the name, and
+    "buffer" or "tensor"."""
     call = statement.value
     if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) \
             and call.func.attr in ("register_buffer", "register_parameter") and call.args \
             and isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str):
-        return call.args[0].value
+        return call.args[0].value, "buffer" if call.func.attr == "register_buffer" else "tensor"
     return None
 
 
 def _made(model: SemanticModel, statement: ast.Assign, scope: Scope) -> str | None:
-    """"tensor" for `nn.Parameter(...)` or a torch function's result, "module" for a torch module."""
+    """"tensor" for `nn.Parameter(...)`, "buffer" for a torch function's result (that does not
+    require grad), "module" for a torch module."""
     value = statement.value
     if not isinstance(value, ast.Call):
         return None
@@ -410,8 +425,9 @@ def _made(model: SemanticModel, statement: ast.Assign, scope: Scope) -> str | No
         return None
     if all(name.startswith("torch.nn.") and name.rpartition(".")[2][:1].isupper() for name in names):
         return "tensor" if all(name.endswith(".Parameter") for name in names) else "module"
-    return "tensor" if all(name.startswith("torch.") and name.rpartition(".")[2][:1].islower()
-                           for name in names) else None
+    if not all(name.startswith("torch.") and name.rpartition(".")[2][:1].islower() for name in names):
+        return None
+    return "tensor" if any(k.arg == "requires_grad" for k in value.keywords) else "buffer"
 
 
 _STATE_ATTRIBUTES: weakref.WeakKeyDictionary[SemanticModel, dict] = weakref.WeakKeyDictionary()
@@ -462,8 +478,8 @@ def _reads_only_constants(model: SemanticModel, node: ast.AST, scope: Scope, fou
     if isinstance(node, ast.Attribute):
         if node.attr in _AUTOGRAD_STATE:
             return False
-        if module_state(model, node, scope):
-            found[STATE] = None
+        if module_state(model, node, scope) and not buffer_state(model, node, scope):
+            found[STATE] = None  # (a buffer, `register_buffer` or a plain tensor: no tensor that requires grad)
         return True
     if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
         return _name_only_on(model, node, scope, found, depth)

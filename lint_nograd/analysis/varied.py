@@ -19,6 +19,7 @@ import ast
 import builtins
 from typing import Optional
 
+from lint_nograd.analysis import activity
 from lint_nograd.analysis.model import SemanticModel
 from lint_nograd.analysis.region_flow import held_constant
 from lint_nograd.analysis.scopes import FUNCTION_NODES, Scope
@@ -70,6 +71,9 @@ class ParameterDependence:
                 continue
             if kind is ast.Constant or node is None:  # (a dict's `**d` has no key)
                 continue
+            if kind is ast.Compare or kind is ast.Attribute and node.attr in activity.PLAIN_ATTRIBUTES \
+                    or kind is ast.Call and self._integer_call(node):
+                continue  # `x.shape[0]`, `x.size(1)`, `len(x)`, `x > 0`: no derivative, whatever it reads
             if kind is ast.Attribute and type(node.value) is ast.Name and node.value.id == "self" \
                     and self._resolved(node.value) is True:  # (a captured `self` is read as any name)
                 key = (self.scope.parent.node, node.attr)
@@ -87,6 +91,13 @@ class ParameterDependence:
                 elif value is not None:
                     todo.append(value)
         return tokens, names
+
+    def _integer_call(self, call: ast.Call) -> bool:
+        """`x.size(0)`, `x.argmax()`, `len(x)`, `int(n)`: a number or an index (`analysis/activity.py`)."""
+        func = call.func
+        if type(func) is ast.Attribute:
+            return func.attr in activity.INTEGER_METHODS
+        return type(func) is ast.Name and func.id in activity.INTEGER_BUILTINS and self._resolved(func) == _NOTHING
 
     def _resolved(self, name: ast.Name) -> bool | frozenset[str]:
         found = self._names.get(name.id)
