@@ -447,6 +447,24 @@ def test_regions_on_buffers_and_shapes_change_nothing():
     assert torch.allclose(shapes.jacobian(o), jacrev(shapes.sized)(o))
 
 
+def test_a_region_whose_output_is_computed_in_a_reenabled_block():
+    """fixtures/checker/ng005_reenabled_blocks_negatives.py: the traced module differentiates as
+    eager mode does (input and parameter gradients), and forward mode agrees with reverse mode."""
+    path = Path(__file__).parent / "fixtures" / "checker" / "ng005_reenabled_blocks_negatives.py"
+    spec = importlib.util.spec_from_file_location("ng005_reenabled_blocks_negatives", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    eager = module.Net()
+    traced = torch.fx.symbolic_trace(eager)
+    x1, x2 = X.clone().requires_grad_(), X.clone().requires_grad_()
+    traced(x1).pow(2).sum().backward()
+    traced_gamma = eager.gamma.grad.clone()
+    eager.gamma.grad = None
+    eager(x2).pow(2).sum().backward()
+    assert torch.allclose(x1.grad, x2.grad) and torch.allclose(traced_gamma, eager.gamma.grad)
+    assert torch.allclose(jacfwd(module.Net())(X), jacrev(module.Net())(X))
+
+
 def test_a_region_changing_state_in_place():
     """fixtures/checker/flow_state_changed_in_place.py: forward-mode AD on duals runs the in-place
     update with the tangent (0.9, where the region respected gives 1); the trace of a region that

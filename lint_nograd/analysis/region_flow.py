@@ -83,8 +83,10 @@ def flow_of(model: SemanticModel, region: GradModeChange) -> Flow:
     names_of = _names_of(model, scope)
     body, later = [], []  # what the region computes now; calls whose values go nowhere it reads
     for statement in region.owner.body:
-        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Import, ast.ImportFrom)):
-            continue  # a function's body runs when it is called, in its caller's grad mode
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Import, ast.ImportFrom)) \
+                or _enables_grad(model, statement, region):
+            continue  # a function's body runs when it is called, in its caller's grad mode; a `with
+            # enable_grad()` block runs as outside the region
         if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call) \
                 and activity.is_sink(statement.value, names_of) or _adds_to_unread_global(model, statement):
             value = statement.value if isinstance(statement, ast.Expr) else statement
@@ -104,10 +106,12 @@ def flow_of(model: SemanticModel, region: GradModeChange) -> Flow:
     assumes = tuple(sorted({name for node in nodes if isinstance(node, ast.Attribute)
                             for name in _assumed(model, node, scope)}))
     bound = {node.id for target in targets for node in walk(target) if isinstance(node, ast.Name)}
-    cut_after = local_only and bool(bound) and _cut_after(region, bound)
+    inside = {id(node) for statement in region.owner.body if not _enables_grad(model, statement, region)
+              for node in walk(statement)}  # (what a `with enable_grad()` block in it reads is read outside)
+    cut_after = local_only and bool(bound) and _cut_after(region, bound, inside)
     mutates = any(_changes_state_in_place(node) for node in nodes if isinstance(node, ast.stmt))
-    aux_only = local_only and bool(bound) and _only_in_aux(region, bound)
-    return Flow("", inputs, _stores(region, targets) if plain else (), local_only, assumes, cut_after, mutates,
+    aux_only = local_only and bool(bound) and _only_in_aux(region, bound, inside)
+    return Flow("", inputs, _stores(region, targets, inside) if plain else (), local_only, assumes, cut_after, mutates,
                 aux_only)
 
 
@@ -196,12 +200,15 @@ def enables_grad_throughout(model: SemanticModel, region: GradModeChange) -> boo
     if region.api == "inference_mode" or isinstance(region.owner, ast.Expr):
         return False
     body = [s for s in region.owner.body if not _is_docstring_or_pass(s)]
-    return bool(body) and all(
-        isinstance(statement, ast.With) and any(
-            (change := model.change_at(item.context_expr)) is not None and change is not region
-            and (change.api == "enable_grad" or change.api == "set_grad_enabled" and change.enabled is True)
-            for item in statement.items)
-        for statement in body)
+    return bool(body) and all(_enables_grad(model, statement, region) for statement in body)
+
+
+def _enables_grad(model: SemanticModel, statement: ast.stmt, region: GradModeChange) -> bool:
+    """Whether a statement of the region is a `with` that turns grad back on."""
+    return isinstance(statement, ast.With) and any(
+        (change := model.change_at(item.context_expr)) is not None and change is not region
+        and (change.api == "enable_grad" or change.api == "set_grad_enabled" and change.enabled is True)
+        for item in statement.items)
 
 
 def _inputs(model: SemanticModel, nodes: list[ast.AST], scope: Scope) -> tuple[str, ...] | None:
@@ -444,7 +451,7 @@ def _first_parameter(scope: Scope, node: ast.Attribute) -> bool:
 _LITERAL_ATTRIBUTES: weakref.WeakKeyDictionary[SemanticModel, dict] = weakref.WeakKeyDictionary()
 
 
-def _stores(region: GradModeChange, targets: list[ast.expr]) -> tuple[str, ...]:
+def _stores(region: GradModeChange, targets: list[ast.expr], inside: set[int]) -> tuple[str, ...]:
     """The attribute names the region stores into (`x.attr = ...`, `x.attr[key] = ...`), when the
     rest of what it binds is locals nothing outside it reads; () otherwise."""
     attributes: dict[str, None] = {}
@@ -457,7 +464,7 @@ def _stores(region: GradModeChange, targets: list[ast.expr]) -> tuple[str, ...]:
             locals_.add(target.id)
         else:
             return ()
-    if not attributes or _read_outside(region, locals_):
+    if not attributes or _read_outside(region, locals_, inside):
         return ()
     return tuple(attributes)
 
@@ -618,19 +625,17 @@ def _calls_are_harmless(model: SemanticModel, nodes: list[ast.AST], scope: Scope
     return True
 
 
-def _read_outside(region: GradModeChange, names: set[str]) -> bool:
+def _read_outside(region: GradModeChange, names: set[str], inside: set[int]) -> bool:
     """Whether the function reads one of `names` outside the region's statements."""
     if not names:
         return False
-    inside = {id(node) for statement in region.owner.body for node in walk(statement)}
     return any(isinstance(node, ast.Name) and node.id in names and isinstance(node.ctx, ast.Load)
                and id(node) not in inside for node in walk(region.function))
 
 
-def _cut_after(region: GradModeChange, names: set[str]) -> bool:
+def _cut_after(region: GradModeChange, names: set[str], inside: set[int]) -> bool:
     """Whether every read of `names` outside the region is cut where it is read: `s.detach()`, or
     an argument of `stop_gradient(...)`. What the region computes then carries no derivative on."""
-    inside = {id(node) for statement in region.owner.body for node in walk(statement)}
     cut: set[int] = set()
     for node in walk(region.function):
         if isinstance(node, ast.Attribute) and node.attr == "detach":
@@ -643,13 +648,12 @@ def _cut_after(region: GradModeChange, names: set[str]) -> bool:
                if isinstance(node, ast.Name) and node.id in names and isinstance(node.ctx, ast.Load))
 
 
-def _only_in_aux(region: GradModeChange, names: set[str]) -> bool:
+def _only_in_aux(region: GradModeChange, names: set[str], inside: set[int]) -> bool:
     """Whether the locals a region binds leave the function only after the first value it returns
     (`return loss, {"norm": n}`), directly or through locals computed from them (`stats = {"n": n}`,
     `stats["n"] = n`): what a transform given `has_aux=True` hands back as it is, differentiating
     none of it. Any other read (an argument, a condition, a closure) may reach the first value."""
     function = region.function
-    inside = {id(node) for statement in region.owner.body for node in walk(statement)}
     nodes = [node for node in walk(function) if id(node) not in inside]
     returns = [node for node in _own_nodes(function) if isinstance(node, ast.Return)]
     if not returns or not all(isinstance(r.value, ast.Tuple) and len(r.value.elts) > 1 for r in returns):
