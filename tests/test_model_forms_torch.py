@@ -465,6 +465,20 @@ def test_a_region_whose_output_is_computed_in_a_reenabled_block():
     assert torch.allclose(jacfwd(module.Net())(X), jacrev(module.Net())(X))
 
 
+def test_a_transform_in_a_method_of_an_object_given_runs_despite_the_region():
+    """fixtures/checker/ng001_parameter_methods.py: `grad` in the method called on the object
+    `evaluate` is given computes the same gradient under the region as without it (the region is
+    ignored, NG001), where autograd itself under `no_grad` has no graph to differentiate."""
+    path = Path(__file__).parent / "fixtures" / "checker" / "ng001_parameter_methods.py"
+    spec = importlib.util.spec_from_file_location("ng001_parameter_methods", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    w, x = X.clone(), X.clone() * 2
+    assert torch.equal(module.evaluate(module.Learner(), w, x), module.Learner().adapt(w, x))
+    with torch.no_grad():
+        assert not module.inner_loss(w.requires_grad_(), x).requires_grad
+
+
 def test_a_region_changing_state_in_place():
     """fixtures/checker/flow_state_changed_in_place.py: forward-mode AD on duals runs the in-place
     update with the tangent (0.9, where the region respected gives 1); the trace of a region that

@@ -1511,13 +1511,17 @@ class Project:
     def _mode_callees(self, module: str, refs: Iterable[Ref]) -> list[Value]:
         """The functions refs run, looking only where a chain may lead to a transform."""
         toward = self._toward_transforms
-        refs = [ref for ref in refs if (m := self._module_of(module, ref)) is not None and (toward is None or m in toward)]
-        if not refs:
+        refs = list(refs)
+        named = [ref for ref in refs if (m := self._module_of(module, ref)) is not None and (toward is None or m in toward)]
+        on_parameters = [ref for ref in refs if _parameter_path(module, ref) is not None]  # `learner.adapt(w, x)`
+        if not named and not on_parameters:
             return []
         outer = self._permissive
         self._permissive = 2
         try:
-            return self._functions(module, refs)
+            found = self._functions(module, named) if named else []
+            return found + [f for ref in on_parameters for f in self._run_on_parameter(module, ref)
+                            if toward is None or f[1] in toward]
         finally:
             self._permissive = outer
 
@@ -1747,18 +1751,21 @@ class Project:
             return _EVERYTHING
 
         def step(key: FunctionKey, function, refs: list) -> list:
-            found = [(v[1], v[2]) for v in self._functions(key[0], refs)]
-            for ref in refs:  # a parameter called (a closure's `model.rollout(x)`): on what the calls pass it
-                called = _parameter_path(key[0], ref)
-                if called is not None:
-                    for held in self._passed_on(("P", *called[0]), set()):
-                        values = [held]
-                        for name in called[1].split(".") if called[1] else ():
-                            values = [member for value in values for member in self.attribute(value, name)]
-                        found += [(f[1], f[2]) for value in values for f in self.runs(value)]
-            return found
+            return [(f[1], f[2]) for f in (*self._functions(key[0], refs),
+                                           *(f for ref in refs for f in self._run_on_parameter(key[0], ref)))]
 
         return self._walk(starts, step)
+
+    def _run_on_parameter(self, module: str, ref: Ref) -> list[Value]:
+        """What calling a parameter (or a method of it: `model.rollout(x)`, `learner.adapt(w, x)`)
+        runs, on what every call passes to it."""
+        called = _parameter_path(module, ref)
+        if called is None:
+            return []
+        values = list(self._passed_on(("P", *called[0]), set()))
+        for name in called[1].split(".") if called[1] else ():
+            values = [member for value in values for member in self.attribute(value, name)]
+        return [function for value in values for function in self.runs(value)]
 
     def _reads_of_reached(self) -> tuple[set[str], bool]:
         """The attribute names the reached functions load, following their calls into every module
