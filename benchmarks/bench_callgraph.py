@@ -31,7 +31,18 @@ def graph_of(program: Path, cache: str) -> dict[str, list[str]]:
         code = cli.main(["graph", "--isolated", "--jobs", "1", "--cache-dir", cache, "--output-format", "pycg", "."])
     if code != 0:
         raise SystemExit(f"lint-nograd graph failed on {program} (exit {code})")
-    return json.loads(out.getvalue())
+    graph = json.loads(out.getvalue())
+    # a program folder with `__init__.py` is a package, named from the folder above it, as Python
+    # imports it; PyCG names what is inside it from the folder itself (its `--package`)
+    if not (program / "__init__.py").exists():
+        return graph
+    prefix = f"{program.name}."
+
+    def name(found: str) -> str:
+        return found[len(prefix):] if found.startswith(prefix) else found
+
+    return {name(caller): [name(callee) for callee in callees] for caller, callees in graph.items()
+            if caller != program.name}
 
 
 def defined_in(program: Path) -> set[str]:

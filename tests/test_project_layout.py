@@ -148,3 +148,22 @@ def test_a_package_given_alone_is_named_as_python_imports_it(tmp_path, capsys):
     (project / "pkg" / "__init__.py").unlink()  # scripts: `from pkg.model import ...` names nothing here
     scripts, _ = check(project / "pkg", ["--isolated", "."], capsys)
     assert "NG004" not in scripts and "NG005" in scripts
+
+
+def test_a_script_inside_a_package_imports_beside_itself(tmp_path, capsys):
+    """`from nested.ops import scale` in `app/main.py`, `app` a package checked alone: the name no
+    import root holds is `app.nested.ops`, as when `main.py` runs as a script from its folder, so
+    the region there is reached; an import that names nothing beside the file stays unresolved."""
+    app = tmp_path / "app"
+    (app / "nested").mkdir(parents=True)
+    for folder in (app, app / "nested"):
+        (folder / "__init__.py").write_text("")
+    (app / "nested" / "ops.py").write_text(
+        "import torch\n\n\ndef scale(x):\n    with torch.no_grad():\n        s = x.norm()\n    return x * s\n")
+    (app / "main.py").write_text(
+        "from torch.func import jacfwd\n\nfrom nested.ops import scale\n\n\ndef run(x):\n    return jacfwd(scale)(x)\n")
+    found, status = check(app, ["--isolated", "."], capsys)
+    assert status == 1 and found.count("NG004") == 1 and "nested/ops.py:5" in found
+    (app / "main.py").write_text(
+        "from torch.func import jacfwd\n\nfrom elsewhere.ops import scale\n\n\ndef run(x):\n    return jacfwd(scale)(x)\n")
+    assert "NG004" not in check(app, ["--isolated", "."], capsys)[0]

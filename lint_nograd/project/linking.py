@@ -1210,7 +1210,8 @@ class Project:
         either grows). Called by `caller` (an edge, along which `varied_params` carries what is
         varied), or given by a transform with its parameters `varied` (and `has_aux=True`: `aux`)."""
         key = (function[1], function[2])
-        self._aux[(key, mode)] = aux and self._aux.get((key, mode), True)
+        if caller is None:  # given to a transform (or a helper's): with `has_aux=True` each time?
+            self._aux[(key, mode)] = aux and self._aux.get((key, mode), True)
         better = _rather(self.reached[key].get(mode), reacher)  # at most twice a mode: export, then not
         if better:
             self.reached[key][mode] = reacher
@@ -1640,10 +1641,22 @@ class Project:
         varied = self._varied_found[(key, mode)]
         return None if UNKNOWN in varied else varied
 
-    def only_for_aux(self, key: FunctionKey, mode: str) -> bool:
-        """Whether every transform reaching a function in `mode` is given it directly with
-        `has_aux=True` (no call reaches it): what it returns after its first value is not differentiated."""
-        return self._aux.get((key, mode), False)
+    def only_for_aux(self, key: FunctionKey, mode: str, seen: frozenset = frozenset()) -> bool:
+        """Whether every transform reaching a function in `mode` is given it with `has_aux=True`,
+        directly or through functions that only return what it returns (`lambda v: score(net, v)`):
+        what it returns after its first value is not differentiated."""
+        direct = self._aux.get((key, mode))
+        callers = [caller for (caller, edge_mode), callees in self._edges.items() if edge_mode == mode and key in callees]
+        if direct is False or direct is None and not callers or key in seen:
+            return False
+        return all(self._forwards(caller, key) and self.only_for_aux(caller, mode, seen | {key}) for caller in callers)
+
+    def _forwards(self, caller: FunctionKey, key: FunctionKey) -> bool:
+        """Whether `caller` does nothing but return what calling `key` returns."""
+        function, summary = self.function(caller), self.summary(caller[0])
+        returns = summary.returns.get(caller[1], ()) if summary else ()
+        return bool(function) and len(function.calls) == 1 and returns == (("call", function.calls[0]),) \
+            and [(f[1], f[2]) for f in self._functions(caller[0], function.calls)] == [key]
 
     def object_parameter(self, key: FunctionKey) -> Optional[str]:
         """The parameter a method's object is bound to (`self`), None for a function."""
@@ -1938,13 +1951,13 @@ def _unwrapped(ref: Ref) -> Ref:
 
 
 def script_relative(module: str, name: str, modules) -> str:
-    """The module an absolute import names: itself, but in a file of a folder without
-    `__init__.py` (a script's, whose folder is first on `sys.path` when it runs) a name no
-    import root holds is looked for beside the file (`from config import MODEL` in
-    `scripts/train.py` is `scripts.config`)."""
+    """The module an absolute import names: itself, but a name no import root holds is looked
+    for beside the file, as when the file runs as a script, whose folder is first on `sys.path`
+    (`from config import MODEL` in `scripts/train.py` is `scripts.config`; `from nested.ops import
+    f` in `pkg/main.py`, `pkg.nested.ops`, when `pkg` is the folder checked)."""
     top = name.partition(".")[0]
     package = module.rpartition(".")[0]
-    if top in modules or not package or package in modules or f"{package}.{top}" not in modules:
+    if top in modules or not package or f"{package}.{top}" not in modules:
         return name
     return f"{package}.{name}"
 
