@@ -89,8 +89,9 @@ def flow_of(model: SemanticModel, region: GradModeChange) -> Flow:
             # enable_grad()` block runs as outside the region
         if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call) \
                 and activity.is_sink(statement.value, names_of) or _adds_to_unread_global(model, statement):
-            value = statement.value if isinstance(statement, ast.Expr) else statement
-            later += [node for node in walk(value) if isinstance(node, ast.Call)][isinstance(statement, ast.Expr):]
+            sink = isinstance(statement, ast.Expr)  # (the sink's call itself aside)
+            calls = [node for node in walk(statement.value if sink else statement) if isinstance(node, ast.Call)]
+            later += calls[1:] if sink else calls
         elif not _is_docstring_or_pass(statement):
             body.append(statement)
     nodes = [node for statement in body for node in walk(statement)] + later

@@ -1367,7 +1367,8 @@ class Project:
                 outer = self._permissive
                 self._permissive = 2  # following a chain: any module may be loaded
                 try:
-                    helpers = [((callee[1], callee[2]), use, refs) for callee, parameter, refs in self._helpers(module, site)
+                    helpers = [((callee[1], callee[2]), use, refs)
+                               for callee, parameter, refs in self._helpers(module, site)
                                if (use := self.parameter((callee[1], callee[2], parameter))).called or use.sourced]
                 finally:
                     self._permissive = outer
@@ -1513,7 +1514,8 @@ class Project:
         """The functions refs run, looking only where a chain may lead to a transform."""
         toward = self._toward_transforms
         refs = list(refs)
-        named = [ref for ref in refs if (m := self._module_of(module, ref)) is not None and (toward is None or m in toward)]
+        named = [ref for ref in refs
+                 if (m := self._module_of(module, ref)) is not None and (toward is None or m in toward)]
         on_parameters = [ref for ref in refs if _parameter_path(module, ref) is not None]  # `learner.adapt(w, x)`
         if not named and not on_parameters:
             return []
@@ -1646,7 +1648,8 @@ class Project:
         directly or through functions that only return what it returns (`lambda v: score(net, v)`):
         what it returns after its first value is not differentiated."""
         direct = self._aux.get((key, mode))
-        callers = [caller for (caller, edge_mode), callees in self._edges.items() if edge_mode == mode and key in callees]
+        callers = [caller for (caller, edge_mode), callees in self._edges.items()
+                   if edge_mode == mode and key in callees]
         if direct is False or direct is None and not callers or key in seen:
             return False
         return all(self._forwards(caller, key) and self.only_for_aux(caller, mode, seen | {key}) for caller in callers)
@@ -1901,8 +1904,7 @@ def _closure_parameters(summary: ModuleSummary, module: str, owner: str,
         if ref in seen or len(seen) > _MAX_CLOSURE:
             continue
         seen.add(ref)
-        while ref[0] == "wrap":
-            ref = ref[1]
+        ref = _unwrapped(ref)
         kind = ref[0]
         if kind == "param" or kind == "attr" and (called := _parameter_path(module, ref)) is not None:
             found.add(((module, ref[1], ref[2]), "") if kind == "param" else called)
@@ -1921,7 +1923,8 @@ def _closure_parameters(summary: ModuleSummary, module: str, owner: str,
     return found
 
 
-def _closure_sites(summary: ModuleSummary, module: str, targets: Iterable[Ref]) -> list[tuple[tuple[str, str, str], object]]:
+def _closure_sites(summary: ModuleSummary, module: str,
+                   targets: Iterable[Ref]) -> list[tuple[tuple[str, str, str], object]]:
     """The call sites of the closures `targets` run (a lambda, a nested function, and what they call
     of the module) that pass on a parameter of another function (one they capture): `render(field,
     o)` in `lambda o: render(field, o)`, with `field` a parameter of the function applying the transform."""
@@ -1945,6 +1948,7 @@ def _closure_sites(summary: ModuleSummary, module: str, targets: Iterable[Ref]) 
 
 
 def _unwrapped(ref: Ref) -> Ref:
+    """What `vmap(f)`, `partial(f, ...)` wrap: `f`."""
     while ref[0] == "wrap":
         ref = ref[1]
     return ref
@@ -2039,8 +2043,7 @@ def _self_parameter(summary: ModuleSummary, module: str, function: str):
 
 def _parameter(module: str, ref: Ref) -> Optional[tuple[str, str, str]]:
     """The parameter a ref stands for: `f`, or `vmap(f)`, when `f` is a parameter."""
-    while ref[0] == "wrap":
-        ref = ref[1]
+    ref = _unwrapped(ref)
     return (module, ref[1], ref[2]) if ref[0] == "param" else None
 
 
