@@ -187,6 +187,8 @@ class Project:
         self.reached: dict[FunctionKey, dict[str, Reacher]] = defaultdict(dict)
         self._varied: dict[tuple[FunctionKey, str], frozenset[str]] = {}  # see `_reach`, `varied_params`
         self._aux: dict[tuple[FunctionKey, str], bool] = {}  # see `_reach`, `only_for_aux`
+        self._closures: dict[Value, tuple[Value, ...]] = {}  # `_passed_closure`
+        self._applying_names: Optional[set[str]] = None  # `_names_applying`
         self._receivers: dict[tuple[FunctionKey, str], frozenset] = {}  # see `_reach`, `_dispatched`
         self._edges: dict[tuple[FunctionKey, str], set[FunctionKey]] = defaultdict(set)  # the calls reach followed
         self._callers_in: dict[str, dict] = {}  # `_solve_varied`: by mode, the reverse of `_edges`
@@ -1516,7 +1518,8 @@ class Project:
         refs = list(refs)
         named = [ref for ref in refs
                  if (m := self._module_of(module, ref)) is not None and (toward is None or m in toward)]
-        on_parameters = [ref for ref in refs if _parameter_path(module, ref) is not None]  # `learner.adapt(w, x)`
+        on_parameters = [ref for ref in refs if (called := _parameter_path(module, ref)) is not None  # `learner.adapt`
+                         and called[1].rpartition(".")[2] in self._names_applying()]
         if not named and not on_parameters:
             return []
         outer = self._permissive
@@ -1527,6 +1530,14 @@ class Project:
                             if toward is None or f[1] in toward]
         finally:
             self._permissive = outer
+
+    def _names_applying(self) -> set[str]:
+        """The names of the methods of the loaded modules that apply a transform themselves: what a
+        method called on a parameter in a region must be named to be looked for (for speed)."""
+        if self._applying_names is None:
+            self._applying_names = {called_as(name) for module in self.loaded()
+                                    for name, function in self.summary(module).functions.items() if function.applied}
+        return self._applying_names
 
     def _applied_in_mode(self, key: FunctionKey, inference: bool, depth: int = 0) -> tuple:
         """(module, Applied, chain) for each transform that running `key` in a caller's no_grad (or
@@ -1778,10 +1789,25 @@ class Project:
         called = _parameter_path(module, ref)
         if called is None:
             return []
-        values = list(self._passed_on(("P", *called[0]), set()))
+        values = list(self._passed_closure(("P", *called[0])))
         for name in called[1].split(".") if called[1] else ():
             values = [member for value in values for member in self.attribute(value, name)]
         return [function for value in values for function in self.runs(value)]
+
+    def _passed_closure(self, parameter: Value) -> tuple[Value, ...]:
+        """`_passed_on`, remembered: asked once linking is done (what the calls pass is found then)."""
+        found = self._closures.get(parameter)
+        if found is None:
+            seen, todo, values = {parameter}, [parameter], {}
+            while todo:
+                for passed in self.passed(*todo.pop()[1:]):
+                    if passed[0] != "P":
+                        values[passed] = None
+                    elif passed not in seen:
+                        seen.add(passed)
+                        todo.append(passed)
+            found = self._closures[parameter] = tuple(values)
+        return found
 
     def _reads_of_reached(self) -> tuple[set[str], bool]:
         """The attribute names the reached functions load, following their calls into every module
@@ -2014,13 +2040,13 @@ def made_by(function: str) -> str:
 
 
 def _attribute_read(ref: Ref) -> bool:
-    """Whether a ref reads what an object or a container holds, or what a call returns (`self.net`,
-    `self.nets[0]`, `MODELS[name]()` from a registry another module fills, `prepare(build(cfg))`)."""
-    held = False
-    while ref[0] in ("read", "item", "slice", "wrap", "box", "call"):
-        held = held or ref[0] in ("item", "call")
+    """Whether a ref reads what an object or a container holds (`self.net`, `self.nets[0]`, and
+    `MODELS[name]()` from a registry another module fills)."""
+    if ref[0] == "call" and ref[1][0] == "item":  # an instance built from a registry
+        return True
+    while ref[0] in ("read", "item", "slice", "wrap", "box"):
         ref = ref[1]
-    return ref[0] == "attr" or held and ref[0] != "cls"
+    return ref[0] == "attr"
 
 
 def _last_name(ref: Ref) -> str:
