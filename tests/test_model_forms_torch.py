@@ -31,6 +31,14 @@ def project(request):
             del sys.modules[name]
 
 
+def checker_fixture(name: str):
+    """Run `fixtures/checker/<name>.py` and return it as a module."""
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).parent / "fixtures" / "checker" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def traced_minus_eager(module, traced) -> float:
     """The largest difference between the input gradients of a traced module and of eager mode."""
     x1, x2 = X.clone().requires_grad_(), X.clone().requires_grad_()
@@ -178,10 +186,7 @@ def test_regions_spelled_through_a_variable_and_type_checking_names():
     """fixtures/checker/ng004_region_objects.py: the regions held in a variable, on `self` or
     entered on an ExitStack change forward-mode results; the look-alikes (another context manager, a name bound to torch's
     `no_grad` only for type checkers) do not."""
-    path = Path(__file__).parent / "fixtures" / "checker" / "ng004_region_objects.py"
-    spec = importlib.util.spec_from_file_location("ng004_region_objects", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = checker_fixture("ng004_region_objects")
     assert forward_minus_reverse(module.held_in_a_variable) > 0.1
     assert forward_minus_reverse(module.Held()) > 0.1
     assert forward_minus_reverse(module.not_a_region) == 0
@@ -196,10 +201,7 @@ def test_regions_entered_through_a_class_or_a_function_of_the_file():
     decorator), a class whose `__enter__` turns grad off and a function returning `no_grad()`
     change forward-mode results; the look-alikes (an `__enter__` that enters nothing, sets grad
     back, or only on a condition; a function returning another context) do not."""
-    path = Path(__file__).parent / "fixtures" / "checker" / "ng004_region_classes.py"
-    spec = importlib.util.spec_from_file_location("ng004_region_classes", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = checker_fixture("ng004_region_classes")
     for name in ("subclass", "subclass_with_its_own_enter", "subclass_of_a_subclass", "enter_turns_grad_off",
                  "enter_on_a_held_object", "made_by_a_function", "decorated"):
         assert forward_minus_reverse(getattr(module, name)) > 0.1, name
@@ -212,10 +214,7 @@ def test_a_name_bound_again_to_what_its_value_gives():
     .module` keep the model whose forward has a region, `layers += [...]` adds one, a class body's
     `act = staticmethod(act)` holds the module's function: forward mode disagrees with reverse mode;
     the look-alike's name holds another model."""
-    path = Path(__file__).parent / "fixtures" / "checker" / "ng004_rebound_names.py"
-    spec = importlib.util.spec_from_file_location("ng004_rebound_names", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = checker_fixture("ng004_rebound_names")
     models = {"evaluated": module.Centered, "moved": module.Scaled, "unwrapped": module.Wrapped,
               "activated": module.Activated, "stacked": module.Stacked, "called": module.Called}
     for name, cls in models.items():
@@ -228,10 +227,7 @@ def test_a_model_made_lazily_into_a_global_name():
     """fixtures/checker/ng004_global_names.py: the model a getter or an `init()` assigns to a
     `global` name is the one forward mode reaches, and it disagrees with reverse mode; the
     look-alikes' names hold a model without a region (reset to None, or a function's own name)."""
-    path = Path(__file__).parent / "fixtures" / "checker" / "ng004_global_names.py"
-    spec = importlib.util.spec_from_file_location("ng004_global_names", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = checker_fixture("ng004_global_names")
     x = X.float()
     for name, cls in {"lazy": module.Lazy, "initialised": module.Initialised}.items():
         assert float((getattr(module, name)(x) - jacrev(cls())(x)).abs().max()) > 0.1, name
@@ -243,10 +239,7 @@ def test_a_model_stored_on_a_class_by_code_outside_its_body():
     """fixtures/checker/ng004_class_attributes.py: the model an `init()`, a classmethod or the
     module's code stores on a class is the one forward mode reaches through the class (or an
     instance of it), and it disagrees with reverse mode; the look-alikes hold a model without a region."""
-    path = Path(__file__).parent / "fixtures" / "checker" / "ng004_class_attributes.py"
-    spec = importlib.util.spec_from_file_location("ng004_class_attributes", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = checker_fixture("ng004_class_attributes")
     x = X.float()
     for name, cls in {"initialised": module.Initialised, "current": module.Current, "cached": module.Cached}.items():
         assert float((getattr(module, name)(x) - jacrev(cls())(x)).abs().max()) > 0.1, name
@@ -258,10 +251,7 @@ def test_a_hook_recording_statistics_into_a_global_list():
     """fixtures/checker/ng005_recorded_statistics.py: hooks that only record into a module-level
     container trace to the gradients of eager mode; one that also rescales the output with a
     value of the region, or reads back what it recorded, traces to other gradients."""
-    path = Path(__file__).parent / "fixtures" / "checker" / "ng005_recorded_statistics.py"
-    spec = importlib.util.spec_from_file_location("ng005_recorded_statistics", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = checker_fixture("ng005_recorded_statistics")
     for traced, hook in ((module.recorded, module.record), (module.recorded_by_name, module.record_by_name)):
         assert traced_minus_eager(module.hooked(hook), traced) == 0.0, hook.__name__
     for traced, hook in ((module.rescaled, module.rescale), (module.read, module.read_back)):
@@ -272,10 +262,7 @@ def test_hooks_on_submodules_and_attributes_bound_together():
     """fixtures/checker/ng005_submodule_hooks.py: a hook on a submodule runs when the traced model
     runs it, and the trace of it, or of a module bound with another in one assignment, gives other
     gradients than eager mode; the look-alike traced model has no region."""
-    path = Path(__file__).parent / "fixtures" / "checker" / "ng005_submodule_hooks.py"
-    spec = importlib.util.spec_from_file_location("ng005_submodule_hooks", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = checker_fixture("ng005_submodule_hooks")
     for traced, make in ((module.traced_sequential, module.sequential), (module.traced_encoded, module.Encoded),
                          (module.traced_unpacked, module.Unpacked)):
         assert traced_minus_eager(make(), traced) > 0.1, make.__name__
@@ -286,10 +273,7 @@ def test_a_model_read_through_a_property():
     """fixtures/checker/ng004_property_values.py: the model a property's getter returns is the one
     forward mode differentiates, and it disagrees with reverse mode; the look-alike's property
     returns a model without a region."""
-    path = Path(__file__).parent / "fixtures" / "checker" / "ng004_property_values.py"
-    spec = importlib.util.spec_from_file_location("ng004_property_values", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = checker_fixture("ng004_property_values")
     x = X.float()
     for name, cls in {"decoded": module.Gated, "headed": module.Scaled}.items():
         assert float((getattr(module, name)(x) - jacrev(cls())(x)).abs().max()) > 0.1, name
@@ -300,10 +284,7 @@ def test_a_model_bound_by_partial_to_functional_call():
     """fixtures/checker/ng004_partial_library_calls.py: `partial(functional_call, net, ...)` runs
     `net`, and forward mode through it disagrees with reverse mode; the look-alike's model has no
     region."""
-    path = Path(__file__).parent / "fixtures" / "checker" / "ng004_partial_library_calls.py"
-    spec = importlib.util.spec_from_file_location("ng004_partial_library_calls", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = checker_fixture("ng004_partial_library_calls")
     x = X.float()
     respected = torch.func.vjp(module.Field(), x)[1](torch.ones_like(x))[0]  # the field is symmetric
     assert float((module.tangent(x) - respected).abs().max()) > 0.1
@@ -316,10 +297,7 @@ def test_what_a_transform_varies_through_helpers_and_closures():
     where the region computes from what the transform varies (the input a helper hands on, a list
     the transformed function fills, a callable made from the parameter); the look-alikes' regions
     read only the model's weight or the teacher's data, and both modes agree."""
-    path = Path(__file__).parent / "fixtures" / "checker" / "ng004_varied_through_helpers.py"
-    spec = importlib.util.spec_from_file_location("ng004_varied_through_helpers", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = checker_fixture("ng004_varied_through_helpers")
     x = X.float()
 
     def reverse_mode(function):  # the same function, every `jacfwd` in it by `jacrev`
@@ -344,10 +322,7 @@ def test_a_region_whose_values_are_only_aux_outputs():
     """fixtures/checker/ng004_aux_outputs.py: under `has_aux=True` forward and reverse mode agree
     on the Jacobian and the aux values when the region computes only aux values; they disagree
     where its value reaches the first output, where `has_aux` is not given, and through a caller."""
-    path = Path(__file__).parent / "fixtures" / "checker" / "ng004_aux_outputs.py"
-    spec = importlib.util.spec_from_file_location("ng004_aux_outputs", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = checker_fixture("ng004_aux_outputs")
     x = X.float()
     forward, reverse = module.run(x), module.reverse(x)
 
@@ -367,10 +342,7 @@ def test_a_submodule_calling_its_own_methods():
     """fixtures/checker/ng004_submodule_methods.py: the submodule's own method, with its region,
     runs under the transform of the model (forward and reverse mode disagree); the look-alike
     model's method of the same name never runs (they agree)."""
-    path = Path(__file__).parent / "fixtures" / "checker" / "ng004_submodule_methods.py"
-    spec = importlib.util.spec_from_file_location("ng004_submodule_methods", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = checker_fixture("ng004_submodule_methods")
     x = X.float()
     for cls in (module.Outer, module.Stack):
         assert float((jacfwd(cls())(x) - jacrev(cls())(x)).abs().max()) > 0.1, cls.__name__
@@ -382,14 +354,7 @@ def test_a_parameter_captured_by_the_closure_a_transform_or_tracer_runs():
     closure hands to a helper, or whose method it calls, runs under `linearize` (which disagrees
     with reverse mode) or in `make_fx`'s trace (whose gradients differ from eager mode's); the
     look-alikes' helper calls nothing, or the trace records grad mode."""
-    def load(name):
-        path = Path(__file__).parent / "fixtures" / "checker" / f"{name}.py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-
-    forward = load("ng004_captured_parameters")
+    forward = checker_fixture("ng004_captured_parameters")
     x, d = X.float(), torch.tensor([1.0, -2.0, 0.5])
     for model, sensitivity, moved in ((forward.Field(), forward.sensitivity, True),
                                       (forward.Named(), forward.described, False)):
@@ -397,7 +362,7 @@ def test_a_parameter_captured_by_the_closure_a_transform_or_tracer_runs():
         reverse = jacrev(lambda o: helper(model, o))(x) @ d
         assert (float((sensitivity(model, x, d) - reverse).abs().max()) > 0.1) == moved, helper.__name__
 
-    traced = load("ng005_captured_parameters")
+    traced = checker_fixture("ng005_captured_parameters")
     for model, trace, moved in ((traced.Model(), traced.trace_rollout, True), (traced.Kept(), traced.trace_kept, False)):
         graph = trace(model, X.clone(), 2)
         x1, x2 = X.clone().requires_grad_(), X.clone().requires_grad_()
@@ -410,10 +375,7 @@ def test_a_method_read_on_a_compiled_module():
     """fixtures/checker/ng004_compiled_models.py: the method of the compiled module (or of what a
     helper returns, compiled or not) is the model's, with its region: `jvp` disagrees with reverse
     mode; the look-alike model has no region."""
-    path = Path(__file__).parent / "fixtures" / "checker" / "ng004_compiled_models.py"
-    spec = importlib.util.spec_from_file_location("ng004_compiled_models", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = checker_fixture("ng004_compiled_models")
     x, v = X.float(), torch.tensor([1.0, -1.0, 0.5])
     for name, cls, found in (("compiled", module.Net, True), ("helped", module.Encoder, True),
                              ("plain", module.Plain, False)):
@@ -426,14 +388,7 @@ def test_regions_on_buffers_and_shapes_change_nothing():
     """fixtures/checker/ng005_buffers_negatives.py and ng004_shape_arguments_negatives.py: the
     traced graphs differentiate as eager mode does, and forward mode agrees with reverse mode, so
     no finding is right."""
-    def load(name):
-        path = Path(__file__).parent / "fixtures" / "checker" / f"{name}.py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-
-    traced = load("ng005_buffers_negatives")
+    traced = checker_fixture("ng005_buffers_negatives")
     x = torch.linspace(0.5, 2.0, 12, dtype=torch.float64).reshape(3, 4)
     for graph, eager in ((traced.rotary, traced.Rotary()), (traced.shifted, traced.Shifted())):
         x1, x2 = x.clone().requires_grad_(), x.clone().requires_grad_()
@@ -441,7 +396,7 @@ def test_regions_on_buffers_and_shapes_change_nothing():
         (eager(x2) ** 2).sum().backward()
         assert torch.allclose(x1.grad, x2.grad), type(eager).__name__
 
-    shapes = load("ng004_shape_arguments_negatives")
+    shapes = checker_fixture("ng004_shape_arguments_negatives")
     o, d = X.float(), torch.tensor([1.0, -2.0, 0.5])
     assert torch.allclose(shapes.sensitivity(o, d), jacrev(shapes.render)(o) @ d)
     assert torch.allclose(shapes.jacobian(o), jacrev(shapes.sized)(o))
@@ -450,10 +405,7 @@ def test_regions_on_buffers_and_shapes_change_nothing():
 def test_a_region_whose_output_is_computed_in_a_reenabled_block():
     """fixtures/checker/ng005_reenabled_blocks_negatives.py: the traced module differentiates as
     eager mode does (input and parameter gradients), and forward mode agrees with reverse mode."""
-    path = Path(__file__).parent / "fixtures" / "checker" / "ng005_reenabled_blocks_negatives.py"
-    spec = importlib.util.spec_from_file_location("ng005_reenabled_blocks_negatives", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = checker_fixture("ng005_reenabled_blocks_negatives")
     eager = module.Net()
     traced = torch.fx.symbolic_trace(eager)
     x1, x2 = X.clone().requires_grad_(), X.clone().requires_grad_()
@@ -469,10 +421,7 @@ def test_a_transform_in_a_method_of_an_object_given_runs_despite_the_region():
     """fixtures/checker/ng001_parameter_methods.py: `grad` in the method called on the object
     `evaluate` is given computes the same gradient under the region as without it (the region is
     ignored, NG001), where autograd itself under `no_grad` has no graph to differentiate."""
-    path = Path(__file__).parent / "fixtures" / "checker" / "ng001_parameter_methods.py"
-    spec = importlib.util.spec_from_file_location("ng001_parameter_methods", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = checker_fixture("ng001_parameter_methods")
     w, x = X.clone(), X.clone() * 2
     assert torch.equal(module.evaluate(module.Learner(), w, x), module.Learner().adapt(w, x))
     with torch.no_grad():
@@ -484,10 +433,7 @@ def test_a_region_changing_state_in_place():
     update with the tangent (0.9, where the region respected gives 1); the trace of a region that
     also computes a value differentiates otherwise than eager mode; torch.func raises on a region
     that changes state in place."""
-    path = Path(__file__).parent / "fixtures" / "checker" / "flow_state_changed_in_place.py"
-    spec = importlib.util.spec_from_file_location("flow_state_changed_in_place", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = checker_fixture("flow_state_changed_in_place")
     x = X.float()
     assert torch.allclose(module.tangent_on_duals(x), torch.full_like(x, 0.9))
     model = module.CountedScale()
@@ -501,10 +447,7 @@ def test_a_transform_chosen_at_run_time():
     """fixtures/checker/flow_chosen_transforms.py: the forward-mode choice of a flag or a dict of
     transforms disagrees with reverse mode (NG004); the literal key picks reverse mode, which
     respects the region (NG006, no change)."""
-    path = Path(__file__).parent / "fixtures" / "checker" / "flow_chosen_transforms.py"
-    spec = importlib.util.spec_from_file_location("flow_chosen_transforms", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = checker_fixture("flow_chosen_transforms")
     x = X.float()
     assert float((module.by_flag(x) - module.by_flag(x, forward=False)).abs().max()) > 0.1
     assert float((module.by_name(x) - module.by_name(x, mode="rev")).abs().max()) > 0.1
@@ -522,9 +465,6 @@ def test_functions_stored_on_a_module_a_config_or_as_a_default(project):
 
 def test_a_property_read_by_a_traced_forward():
     """fixtures/checker/ng005_properties.py: the property `forward` reads is traced without its region."""
-    path = Path(__file__).parent / "fixtures" / "checker" / "ng005_properties.py"
-    spec = importlib.util.spec_from_file_location("ng005_properties", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = checker_fixture("ng005_properties")
     centred = module.Centred()
     assert traced_minus_eager(centred, jit(centred)) > 0.1

@@ -57,6 +57,17 @@ _INTEGER_DTYPES = frozenset({f"torch.{name}" for name in (
 PLAIN_ATTRIBUTES = frozenset({"shape", "dtype", "device", "ndim", "layout", "is_cuda", "is_sparse", "names",
                                "is_leaf", "requires_grad", "indices_dtype"})
 
+# Builtins and `collections` types whose call makes a container that code may add to.
+CONTAINER_TYPES = frozenset({"list", "dict", "set", "defaultdict", "deque", "OrderedDict", "Counter"})
+
+
+def makes_container(value: ast.expr | None) -> bool:
+    """`list()`, `defaultdict(list)`, `collections.deque()`: a call of one of `CONTAINER_TYPES`."""
+    func = value.func if isinstance(value, ast.Call) else None
+    return (func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else "") \
+        in CONTAINER_TYPES
+
+
 SINK_CALLS = frozenset({"print", "warnings.warn", "wandb.log", "pprint.pprint"})
 _SINK_MODULES = ("logging.",)
 _LOGGER_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical", "log"})

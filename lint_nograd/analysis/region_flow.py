@@ -170,11 +170,9 @@ def _empty_container(value: ast.expr | None) -> bool:
         return not value.elts
     if isinstance(value, ast.Dict):
         return not value.keys
-    return isinstance(value, ast.Call) and isinstance(value.func, (ast.Name, ast.Attribute)) and (
-        value.func.id if isinstance(value.func, ast.Name) else value.func.attr) in _CONTAINER_TYPES
+    return activity.makes_container(value)
 
 
-_CONTAINER_TYPES = frozenset({"list", "dict", "set", "defaultdict", "deque", "OrderedDict", "Counter"})
 _WRITE_ONLY: weakref.WeakKeyDictionary[SemanticModel, frozenset[str]] = weakref.WeakKeyDictionary()
 
 

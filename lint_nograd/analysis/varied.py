@@ -212,11 +212,8 @@ class ParameterDependence:
 
 def _container(value: ast.expr) -> bool:
     """A list, dict or set, written out or made by a builtin or `collections` (code may add to it)."""
-    if isinstance(value, (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)):
-        return True
-    func = value.func if isinstance(value, ast.Call) else None
-    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-    return name in ("list", "dict", "set", "defaultdict", "deque", "OrderedDict", "Counter")
+    return isinstance(value, (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)) \
+        or activity.makes_container(value)
 
 
 _NOTHING, _ANYTHING, _ENCLOSING = frozenset(), frozenset({UNKNOWN}), frozenset({CAPTURED})
