@@ -289,6 +289,9 @@ def test_a_model_bound_by_partial_to_functional_call():
     respected = torch.func.vjp(module.Field(), x)[1](torch.ones_like(x))[0]  # the field is symmetric
     assert float((module.tangent(x) - respected).abs().max()) > 0.1
     assert float((module.jacobian(x) - jacrev(module.Gate())(x)).abs().max()) > 0.1
+    t = torch.tensor(2.0)
+    reverse = jacrev(lambda z: module.Damped()(t, z))(x) @ torch.ones_like(x)
+    assert float((module.divergence(t, x) - reverse).abs().max()) > 0.1
     assert torch.allclose(module.plain(x), jacrev(module.Plain())(x))
 
 
@@ -400,6 +403,55 @@ def test_regions_on_buffers_and_shapes_change_nothing():
     o, d = X.float(), torch.tensor([1.0, -2.0, 0.5])
     assert torch.allclose(shapes.sensitivity(o, d), jacrev(shapes.render)(o) @ d)
     assert torch.allclose(shapes.jacobian(o), jacrev(shapes.sized)(o))
+
+
+def test_regions_on_what_the_constructor_was_given():
+    """fixtures/checker/ng004_constructor_arguments_negatives.py: a hyperparameter the constructor
+    was given is a constant to a transform of the module's call (forward mode agrees with reverse
+    mode), a number given is one to a tracer too; ng005_constructor_arguments.py: a weight given
+    to share is a parameter, which the traced graph differentiates and eager mode does not."""
+    module = checker_fixture("ng004_constructor_arguments_negatives")
+    v = torch.tensor([1.0, -2.0, 0.5], dtype=torch.float64)
+    assert torch.allclose(module.pushforward(X, v), jacrev(module.features)(X) @ v)
+    assert torch.allclose(module.jacobian(X), jacrev(module.Encoding(2, 0.7))(X))
+    h = torch.linspace(-1.0, 2.0, 12, dtype=torch.float64).reshape(3, 4)
+    x1, x2 = h.clone().requires_grad_(), h.clone().requires_grad_()
+    (module.annealed(x1) * h).sum().backward()
+    (module.Annealed(0.2)(x2) * h).sum().backward()
+    assert torch.allclose(x1.grad, x2.grad)
+
+    tied = checker_fixture("ng005_constructor_arguments")
+    eager = tied.TiedHead(torch.nn.Embedding(5, 4).double())
+    with torch.no_grad():
+        eager.embedding.weight.copy_(tied.head.embedding.weight)
+    tied.head(h.clone().requires_grad_()).pow(2).sum().backward()
+    eager(h.clone().requires_grad_()).pow(2).sum().backward()
+    assert eager.embedding.weight.grad is None
+    assert float(tied.head.embedding.weight.grad.abs().max()) > 0.1
+
+
+def test_a_helpers_region_whose_value_its_callers_do_not_use():
+    """fixtures/checker/ng005_unused_results_negatives.py: the helpers' values are stored where
+    nothing reads them, discarded or printed, so the traced graph differentiates as eager mode does
+    and forward mode agrees with reverse mode; ng005_returned_values.py: where the value is read
+    back or used by a second call, the traced gradients differ from eager mode's."""
+    module = checker_fixture("ng005_unused_results_negatives")
+    h = torch.linspace(-1.0, 2.0, 12, dtype=torch.float64).reshape(3, 4)
+    eager = module.Attention()
+    eager.load_state_dict(module.traced.state_dict())
+    x1, x2 = h.clone().requires_grad_(), h.clone().requires_grad_()
+    module.traced(x1).pow(2).sum().backward()
+    eager(x2).pow(2).sum().backward()
+    assert torch.allclose(x1.grad, x2.grad)
+    assert torch.allclose(module.traced.query.weight.grad, eager.query.weight.grad)
+    assert torch.allclose(module.jacobian(h), jacrev(module.attention)(h))
+
+    used = checker_fixture("ng005_returned_values")
+    for traced, eager in ((used.scaled, used.Scaled()), (used.spreads, used.Spread())):
+        x1, x2 = h.clone().requires_grad_(), h.clone().requires_grad_()
+        traced(x1).pow(2).sum().backward()
+        eager(x2).pow(2).sum().backward()
+        assert float((x1.grad - x2.grad).abs().max()) > 0.01, type(eager).__name__
 
 
 def test_a_region_whose_output_is_computed_in_a_reenabled_block():

@@ -69,6 +69,7 @@ class Flow:
     cut_after: bool = False  # it binds locals that every later read cuts (`s.detach() + eps`)
     mutates: bool = False  # it changes what an attribute holds in place (`self.mean.mul_(m).add_(x)`)
     aux_only: bool = False  # its locals leave the function only after the first value returned (`has_aux`)
+    returned_only: bool = False  # its locals leave the function only by what it returns
 
 
 def flow_of(model: SemanticModel, region: GradModeChange) -> Flow:
@@ -80,7 +81,7 @@ def flow_of(model: SemanticModel, region: GradModeChange) -> Flow:
     scope = model.scopes.of.get(region.function)
     if scope is None:
         return Flow()
-    names_of = _names_of(model, scope)
+    names_of = names_in(model, scope)
     body, later = [], []  # what the region computes now; calls whose values go nowhere it reads
     for statement in region.owner.body:
         if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Import, ast.ImportFrom)) \
@@ -112,8 +113,9 @@ def flow_of(model: SemanticModel, region: GradModeChange) -> Flow:
     cut_after = local_only and bool(bound) and _cut_after(region, bound, inside)
     mutates = any(_changes_state_in_place(node) for node in nodes if isinstance(node, ast.stmt))
     aux_only = local_only and bool(bound) and _only_in_aux(region, bound, inside)
+    returned_only = local_only and bool(bound) and _only_returned(region, bound, inside)
     return Flow("", inputs, _stores(region, targets, inside) if plain else (), local_only, assumes, cut_after, mutates,
-                aux_only)
+                aux_only, returned_only)
 
 
 _ADDING_METHODS = frozenset({"append", "extend", "insert", "add", "update", "appendleft", "setdefault"})
@@ -225,7 +227,7 @@ def _reads(model: SemanticModel, statements: list[ast.AST], scope: Scope) -> lis
     names read below an operation whose value carries no derivative (`x.argmax()`, `x.shape[0]`,
     `mask = x > 0`: `analysis/activity.py`), whose calls are still looked at. A `lambda` is a
     function value: its body runs when it is called."""
-    names_of = _names_of(model, scope)
+    names_of = names_in(model, scope)
     found, todo = [], deque(statements)  # in the order of ast.walk
     while todo:
         node = todo.popleft()
@@ -248,7 +250,7 @@ def _reads(model: SemanticModel, statements: list[ast.AST], scope: Scope) -> lis
     return found
 
 
-def _names_of(model: SemanticModel, scope: Scope):
+def names_in(model: SemanticModel, scope: Scope):
     """For `analysis/activity.py`: the qualified names an expression may refer to; None for a
     builtin, an empty set for what the program binds."""
     def names_of(expr: ast.expr):
@@ -339,16 +341,17 @@ def module_state(model: SemanticModel, node: ast.Attribute, scope: Scope, submod
     if not (len(bindings) == 1 and bindings[0].node is scope.node.args.args[0]):
         return False
     kind = _state_kind(model, own, scope)
-    return kind in (_TENSORS if own is node else ("module",)) or submodules and own is node and kind == "module"
+    return kind in (_HELD if own is node else ("module",)) or submodules and own is node and kind == "module"
 
 
-_TENSORS = ("tensor", "buffer")
+_HELD = ("tensor", "buffer", "given", "number")
 
 
-def buffer_state(model: SemanticModel, node: ast.Attribute, scope: Scope) -> bool:
+def constant_state(model: SemanticModel, node: ast.Attribute, scope: Scope) -> bool:
     """`self.inv_freq` made by `register_buffer` or by a torch function in `__init__` (not a
-    parameter): a tensor that requires no grad, a constant to every transform and tracer."""
-    return isinstance(node.value, ast.Name) and _state_kind(model, node, scope) == "buffer"
+    parameter): a tensor that requires no grad; `self.eps = eps` given a number (`eps: float`,
+    `eps=1e-6`): constants to every transform and tracer."""
+    return isinstance(node.value, ast.Name) and _state_kind(model, node, scope) in ("buffer", "number")
 
 
 def _state_kind(model: SemanticModel, own: ast.Attribute, scope: Scope) -> str | None:
@@ -374,8 +377,9 @@ def held_constant(model: SemanticModel, node: ast.Attribute, scope: Scope) -> bo
 def _state_attributes(model: SemanticModel) -> dict[str, dict[ast.ClassDef, str | None] | None]:
     """For each attribute name stored in the file, by class: "tensor" when every store of the
     class is in its `__init__` and makes a tensor (`nn.Parameter(...)`, a torch function,
-    `register_buffer`), "module" for a torch submodule (`nn.Linear(...)`); None for the name when
-    another store may set it. Nothing when the file calls `setattr`."""
+    `register_buffer`), "module" for a torch submodule (`nn.Linear(...)`), "given" for what the
+    constructor is given (`self.alpha = alpha`, `self.eps = float(cfg.eps)`); None for the name
+    when another store may set it. Nothing when the file calls `setattr`."""
     found = _STATE_ATTRIBUTES.get(model)
     if found is not None:
         return found
@@ -422,8 +426,12 @@ def _registered(statement: ast.Expr) -> tuple[str, str] | None:
 
 def _made(model: SemanticModel, statement: ast.Assign, scope: Scope) -> str | None:
     """"tensor" for `nn.Parameter(...)`, "buffer" for a torch function's result (that does not
-    require grad), "module" for a torch module."""
+    require grad), "module" for a torch module, "given" for a value computed from the parameters
+    of `__init__` alone, "number" when those are numbers."""
     value = statement.value
+    given = _given(model, value, scope)
+    if given is not None:
+        return "number" if given else "given"
     if not isinstance(value, ast.Call):
         return None
     names = model.scopes.qualified_names(value.func, scope)
@@ -437,6 +445,44 @@ def _made(model: SemanticModel, statement: ast.Assign, scope: Scope) -> str | No
 
 
 _STATE_ATTRIBUTES: weakref.WeakKeyDictionary[SemanticModel, dict] = weakref.WeakKeyDictionary()
+_GIVEN_NODES = (ast.Name, ast.Attribute, ast.Subscript, ast.Constant, ast.BinOp, ast.UnaryOp, ast.BoolOp,
+                ast.Compare, ast.IfExp, ast.Tuple, ast.Call, ast.keyword, ast.operator, ast.unaryop, ast.boolop,
+                ast.cmpop, ast.expr_context)
+
+
+def _given(model: SemanticModel, value: ast.expr, scope: Scope) -> bool | None:
+    """`alpha`, `cfg.alpha`, `dim // heads`, `cfg.get("eps", 1e-6)`: a value `__init__` computes from
+    its parameters (not `self`) and literals alone; True when those parameters are numbers (annotated
+    `int`, `float` or `bool`, or a number by default: `eps=1e-6`), or `float(...)` or `int(...)` makes
+    it one; None for any other value. As the object's own state, what the caller gave is a
+    constant to a transform of the object's call, as a parameter (which `functional_call` varies)
+    would be; a number is a constant to tracers too."""
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in _NUMBER_TYPES \
+            and not model.scopes.lookup(scope, value.func.id, (value.lineno, value.col_offset)):
+        return True if _given(model, ast.Tuple(value.args, ast.Load()), scope) is not None else None
+    numbers = None
+    arguments = scope.node.args
+    defaults = dict(zip([a.arg for a in (*arguments.posonlyargs, *arguments.args)][::-1], arguments.defaults[::-1]))
+    defaults.update((a.arg, d) for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults) if d is not None)
+    for node in walk(value):
+        if not isinstance(node, _GIVEN_NODES):
+            return None
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            bindings = model.scopes.lookup(scope, node.id, (node.lineno, node.col_offset))
+            if not bindings and node.id in activity.INTEGER_BUILTINS | _NUMBER_BUILTINS:
+                continue
+            if not bindings or not all(b.scope is scope and isinstance(b.node, ast.arg) for b in bindings) \
+                    or node.id == arguments.args[0].arg:
+                return None
+            annotation, default = bindings[0].node.annotation, defaults.get(node.id)
+            number = isinstance(annotation, ast.Name) and annotation.id in _NUMBER_TYPES or isinstance(
+                default, ast.Constant) and type(default.value) in (int, float, bool)
+            numbers = number if numbers is None else numbers and number
+    return numbers
+
+
+_NUMBER_TYPES = frozenset({"int", "float", "bool"})
+_NUMBER_BUILTINS = frozenset({"abs", "min", "max", "round", "tuple", "sum"})
 
 
 def _first_parameter(scope: Scope, node: ast.Attribute) -> bool:
@@ -484,8 +530,8 @@ def _reads_only_constants(model: SemanticModel, node: ast.AST, scope: Scope, fou
     if isinstance(node, ast.Attribute):
         if node.attr in _AUTOGRAD_STATE:
             return False
-        if module_state(model, node, scope) and not buffer_state(model, node, scope):
-            found[STATE] = None  # (a buffer, `register_buffer` or a plain tensor: no tensor that requires grad)
+        if module_state(model, node, scope) and not constant_state(model, node, scope):
+            found[STATE] = None  # (a buffer, `register_buffer` or a plain tensor, or a number: no tensor that requires grad)
         return True
     if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
         return _name_only_on(model, node, scope, found, depth)
@@ -533,7 +579,8 @@ def _constant_callee(model: SemanticModel, func: ast.expr, scope: Scope) -> bool
             return all(name.startswith(_CONSTANT_MODULES) for name in names)
         base = func.value
         while isinstance(base, (ast.Attribute, ast.Subscript, ast.Call)):
-            if isinstance(base, ast.Attribute) and module_state(model, base, scope):
+            if isinstance(base, ast.Attribute) and module_state(model, base, scope) \
+                    and _state_kind(model, base, scope) not in ("given", "number"):
                 return True  # `self.weight.norm()`, `self.weight.abs().max()`: methods of a tensor
             base = base.func if isinstance(base, ast.Call) else base.value
         return not (isinstance(base, ast.Name) and base.id in ("self", "cls"))
@@ -674,6 +721,15 @@ def _only_in_aux(region: GradModeChange, names: set[str], inside: set[int]) -> b
             names |= {base.id for base in bases}
             grown = True
     return all(id(node) in allowed for node in nodes
+               if isinstance(node, ast.Name) and node.id in names and isinstance(node.ctx, ast.Load))
+
+
+def _only_returned(region: GradModeChange, names: set[str], inside: set[int]) -> bool:
+    """Whether the locals a region binds are read after it only in the function's `return`
+    statements (`return entropy`): what it computes goes where the callers take the value."""
+    returned = {id(node) for statement in _own_nodes(region.function) if isinstance(statement, ast.Return)
+                for node in walk(statement)}
+    return all(id(node) in inside or id(node) in returned for node in walk(region.function)
                if isinstance(node, ast.Name) and node.id in names and isinstance(node.ctx, ast.Load))
 
 

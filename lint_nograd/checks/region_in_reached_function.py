@@ -164,6 +164,8 @@ def modes_that_cannot_matter(region: Region, project: Project | None = None,
             if varied is not None and not inputs & varied or varied is None and not inputs - {STATE} and \
                     not project.differentiates_state(module):
                 modes.add(mode)
+    if region.returned_only:  # what it returns goes nowhere its callers compute
+        modes.update(mode for mode in every if project.result_unused((module, region.function), mode))
     if region.aux_only:  # handed back as it is by each transform (`has_aux=True`)
         modes.update(mode for mode in (FORWARD, REVERSE) if project.only_for_aux((module, region.function), mode))
     if region.local_only and project.traced_only_for_gradients((module, region.function)):

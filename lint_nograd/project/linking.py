@@ -1659,8 +1659,7 @@ class Project:
         directly or through functions that only return what it returns (`lambda v: score(net, v)`):
         what it returns after its first value is not differentiated."""
         direct = self._aux.get((key, mode))
-        callers = [caller for (caller, edge_mode), callees in self._edges.items()
-                   if edge_mode == mode and key in callees]
+        callers = self._callers(mode).get(key, ())
         if direct is False or direct is None and not callers or key in seen:
             return False
         return all(self._forwards(caller, key) and self.only_for_aux(caller, mode, seen | {key}) for caller in callers)
@@ -1672,6 +1671,34 @@ class Project:
         return bool(function) and len(function.calls) == 1 and returns == (("call", function.calls[0]),) \
             and [(f[1], f[2]) for f in self._functions(caller[0], function.calls)] == [key]
 
+    def result_unused(self, key: FunctionKey, mode: str) -> bool:
+        """Whether no transform or tracer is given a function itself in `mode`, and each function
+        calling it in that mode takes what it returns nowhere it computes: a statement, or a store
+        into attributes no reached function reads (`self.last_entropy = entropy(attn)`)."""
+        callers = self._callers(mode).get(key, ())
+        if (key, mode) in self._aux or not callers:
+            return False
+        stored: set[str] = set()
+        for caller in callers:
+            function = self.function(caller)
+            calls = [ref for ref in function.calls if key in [(f[1], f[2]) for f in self._functions(caller[0], [ref])]] \
+                if function else ()
+            if not calls or any(ref not in function.unused_results for ref in calls):
+                return False
+            stored.update(name for ref in calls for name in function.unused_results[ref])
+        return not stored or not self.reached_reads(sorted(stored))
+
+    def _callers(self, mode: str) -> dict[FunctionKey, list[FunctionKey]]:
+        """The functions that reach each function in `mode` by a call (`_edges`, reversed)."""
+        callers = self._callers_in.get(mode)
+        if callers is None:
+            callers = self._callers_in[mode] = defaultdict(list)
+            for (caller, edge_mode), callees in self._edges.items():
+                if edge_mode == mode:
+                    for callee in callees:
+                        callers[callee].append(caller)
+        return callers
+
     def object_parameter(self, key: FunctionKey) -> Optional[str]:
         """The parameter a method's object is bound to (`self`), None for a function."""
         function = self.function(key)
@@ -1681,13 +1708,7 @@ class Project:
         """What is varied in `key` and in each function reaching it in `mode`: what the transforms
         give each (`_reach`), carried along the calls between them to a fixpoint (what each call
         passes is read for these functions only: `_passes_of`)."""
-        callers = self._callers_in.get(mode)
-        if callers is None:
-            callers = self._callers_in[mode] = defaultdict(list)
-            for (caller, edge_mode), callees in self._edges.items():
-                if edge_mode == mode:
-                    for callee in callees:
-                        callers[callee].append(caller)
+        callers = self._callers(mode)
         varied = {key: set(self._varied.get((key, mode), ()))}
         todo = [key]
         while todo:  # every function reaching `key`

@@ -30,7 +30,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Optional
 
-from lint_nograd.analysis import entry_points, guards, library, region_flow, torch_names, trace_uses, varied
+from lint_nograd.analysis import activity, entry_points, guards, library, region_flow, torch_names, trace_uses, varied
 from lint_nograd.analysis.model import (
     CALLER_STATE,
     MODULE_STATE,
@@ -158,6 +158,9 @@ class Function:
     kind: str = ""  # "staticmethod" (never bound to what it is read from), "classmethod" (bound to the class)
     varargs: str = ""  # the name of its `*args`: a tuple of what a call passes after `params`
     varkw: str = ""  # the name of its `**kwargs`: a dict of the keywords a call passes that no parameter takes
+    # what it calls only where the value goes nowhere it computes: a statement (`f(x)`, `print(f(x))`)
+    # or a store into an attribute (`self.last = f(x)`): the callee -> those attributes' names
+    unused_results: dict[Ref, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -186,6 +189,7 @@ class Region:
     guard: str = ""  # in a branch only training mode or a first call runs (analysis/guards.py)
     mutates: bool = False  # it changes attributes in place: torch.func transforms raise on it (region_flow)
     aux_only: bool = False  # what it computes leaves the function only after the first value returned (region_flow)
+    returned_only: bool = False  # what it computes leaves the function only by its return (region_flow)
 
 
 @dataclass(slots=True)
@@ -247,7 +251,8 @@ class ModuleSummary:
                                  "applied": [applied(a) for a in f.applied], "guarded": f.guarded,
                                  "shielded": f.shielded,
                                  "sets_grad_mode": f.sets_grad_mode, "returns_through": f.returns_through,
-                                 "kind": f.kind, "varargs": f.varargs, "varkw": f.varkw}
+                                 "kind": f.kind, "varargs": f.varargs, "varkw": f.varkw,
+                                 "unused_results": list(f.unused_results.items())}
                           for name, f in self.functions.items()},
             "classes": {name: {"bases": c.bases, "methods": c.methods, "attributes": c.attributes}
                         for name, c in self.classes.items()},
@@ -256,7 +261,8 @@ class ModuleSummary:
                          "dual_level": span(r.dual_level), "cut": r.cut,
                          "inert": r.inert, "inputs": r.inputs, "stores": r.stores,
                          "local_only": r.local_only, "when": r.when, "assumes": r.assumes, "cut_after": r.cut_after,
-                         "guard": r.guard, "mutates": r.mutates, "aux_only": r.aux_only}
+                         "guard": r.guard, "mutates": r.mutates, "aux_only": r.aux_only,
+                         "returned_only": r.returned_only}
                         for r in self.regions],
             "backwards": [{"callees": b.callees, "callee_text": b.callee_text, "name": b.name,
                            "assigned_row": b.assigned_row, "span": span(b.span)} for b in self.backwards],
@@ -308,7 +314,9 @@ class ModuleSummary:
                                     [applied(a) for a in f.get("applied", ())], refs(f.get("guarded", ())),
                                     refs(f.get("shielded", ())), bool(f.get("sets_grad_mode", False)),
                                     refs(f.get("returns_through", ())), kind=f.get("kind", ""),
-                                    varargs=f.get("varargs", ""), varkw=f.get("varkw", ""))
+                                    varargs=f.get("varargs", ""), varkw=f.get("varkw", ""),
+                                    unused_results={refs([ref])[0]: tuple(attributes)
+                                                    for ref, attributes in f.get("unused_results", ())})
                      for name, f in data["functions"].items()}
         classes = {name: Class(tuple(refs(b) for b in c["bases"]), dict(c["methods"]),
                                {k: refs(v) for k, v in c["attributes"].items()})
@@ -319,7 +327,8 @@ class ModuleSummary:
                           tuple(r.get("stores", ())),
                           bool(r.get("local_only", False)), r.get("when", ""),
                           tuple(r.get("assumes", ())), bool(r.get("cut_after", False)),
-                          r.get("guard", ""), r.get("mutates") is True, r.get("aux_only") is True)
+                          r.get("guard", ""), r.get("mutates") is True, r.get("aux_only") is True,
+                          r.get("returned_only") is True)
                    for r in data["regions"]]
         backwards = [BackwardSite(refs(b["callees"]), b["callee_text"], b["name"], b["assigned_row"],
                                   span(b["span"])) for b in data["backwards"]]
@@ -542,12 +551,16 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         self._scope_events: dict[ast.AST, guards.ScopeEvents] = {}  # `guards.skipped_by`, once a scope
         self._region_guards: dict[ast.AST, dict[int, str]] = {}  # `guards.region_guards`, once a function
         self._dependences: dict[ast.AST, varied.ParameterDependence] = {}  # by function, for `_passing`
+        self._unused_at: dict[int, tuple[str, ...]] = {}  # a call whose value goes nowhere -> the attributes stored
+        self._results: dict[str, dict[Ref, Optional[tuple[str, ...]]]] = {}  # per function: None where used
         self._states: dict = {}  # shared by `_dependences`
 
     def run(self) -> ModuleSummary:
         self._visit_all(self.model.module.body)
         for name, calls in self._calls.items():
             self.functions[name].calls = tuple(calls)
+        for name, results in self._results.items():
+            self.functions[name].unused_results = {ref: stored for ref, stored in results.items() if stored is not None}
         for (name, shielded), calls in self._guarded.items():
             if shielded:
                 self.functions[name].shielded = tuple(calls)
@@ -1084,6 +1097,10 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
     def visit_Expr(self, node: ast.Expr) -> None:
         """`torch.set_grad_enabled(False)` called as a statement: the calls after it in the body run
         in that mode; after one in a branch or a `with`, the mode is not known."""
+        if type(node.value) is ast.Call:  # `f(x)`, `print(f(x))`: nothing reads what `f` returns
+            self._unused_at[id(node.value)] = ()
+            if activity.is_sink(node.value, region_flow.names_in(self.model, self.scope)):
+                self._unused_at.update((id(arg), ()) for arg in node.value.args if type(arg) is ast.Call)
         self.visit(node.value)
         change = self.model.change_at(node.value)
         if change is not None and not change.on_stack:
@@ -1215,6 +1232,12 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             self.classes[cls].attributes[attribute] = tuple(dict.fromkeys(known + refs))
 
     def visit_Assign(self, node: ast.Assign) -> None:
+        if type(node.value) is ast.Call and len(node.targets) == 1:  # `self.last = f(x)`, `self.stats[k] = f(x)`
+            target = node.targets[0]
+            while type(target) is ast.Subscript:
+                target = target.value
+            if type(target) is ast.Attribute:
+                self._unused_at[id(node.value)] = (target.attr,)
         self.generic_visit(node)
         for target in node.targets:  # `self.heads["a"] = Head()`, `layers[0] = Block()`
             refs = self.refs(node.value) if isinstance(target, ast.Subscript) else ()
@@ -1229,6 +1252,16 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
                 self._add_to(target, refs)
         for target in node.targets:
             self._store_attributes(target, node.value)
+
+    def _note_result(self, node: ast.Call, callees: tuple[Ref, ...], mediated: bool) -> None:
+        """Whether the call's value goes nowhere the function computes (`unused_results`)."""
+        results = self._results.setdefault(self.function, {})
+        stored = None if mediated else self._unused_at.get(id(node))
+        for ref in callees:
+            if stored is None or ref in results and results[ref] is None:
+                results[ref] = None
+            else:
+                results[ref] = (*results.get(ref, ()), *stored)
 
     def _store_attributes(self, target: ast.expr, value: ast.expr) -> None:
         """`self.block = Block()`, and each of `self.a, self.b = A(), B()`."""
@@ -1407,6 +1440,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         calls = self._calls[self.function]
         for ref in callees:
             calls[ref] = None
+        self._note_result(node, callees, mediated)
         self._passing(node, callees, mediated)
         self._mode_of_call(callees, node)
         if self.dual_level:  # `f(dual)` inside `with dual_level():` runs `f` in forward mode
@@ -1471,12 +1505,23 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             dependence = self._dependences[scope.node] = varied.ParameterDependence(self.model, scope, self._states)
         func = node.func
         receiver = dependence.of(func.value if type(func) is ast.Attribute else func)
-        if mediated or any(k.arg is None for k in node.keywords) or any(type(arg) is ast.Starred for arg in node.args):
+        if mediated or any(k.arg is None for k in node.keywords) or any(type(arg) is ast.Starred for arg in node.args) \
+                or self._library_partial(func, scope):
             args, keywords = None, {}
         else:
             args = tuple([dependence.of(arg) for arg in node.args])
             keywords = {k.arg: dependence.of(k.value) for k in node.keywords}
         self.functions[self.function].passes.append(Passing(callees, args, keywords, receiver))
+
+    def _library_partial(self, func: ast.expr, scope: Scope) -> bool:
+        """`f` bound to `partial(functional_call, net, params)`: a call of it hands its arguments to the
+        library function, which gives `net` what they hold (`f((t, z))` calls `net(t, z)`)."""
+        if type(func) is not ast.Name:
+            return False
+        return any(isinstance(value := binding.value, ast.Call) and value.args
+                   and _imported(self.refs(value.func, binding.scope, 1)) & torch_names.PARTIAL
+                   and self._bound_called_argument(value, binding.scope, 1) is not None
+                   for binding in self.scopes.lookup(scope, func.id, (func.lineno, func.col_offset)))
 
     def _grad_mode_of_wrapper(self, call: ast.Call, scope: Scope) -> Optional[tuple[str, bool]]:
         """(api, inference) for `torch.no_grad()(f)`, `torch.inference_mode()(f)`,
@@ -1789,7 +1834,7 @@ def _add_flow(summary: Region, model: SemanticModel, region) -> None:
     flow = region_flow.flow_of(model, region)
     summary.inert, summary.inputs, summary.stores, summary.local_only, summary.assumes, summary.cut_after = (
         flow.inert, flow.inputs, flow.stores, flow.local_only, flow.assumes, flow.cut_after)
-    summary.mutates, summary.aux_only = flow.mutates, flow.aux_only
+    summary.mutates, summary.aux_only, summary.returned_only = flow.mutates, flow.aux_only, flow.returned_only
 
 
 ANY_ATTRIBUTE = "*"
