@@ -172,3 +172,23 @@ def test_a_model_handed_to_a_transformed_function_of_another_module():
         for model, found in ((models.Net(), True), (models.WeightNormed(), False)):
             forward, reverse = jacfwd(losses.loss)(X, model), jacrev(losses.loss)(X, model)
             assert (not torch.allclose(forward, reverse)) == found, type(model).__name__
+
+
+def test_a_registered_model_made_ready_by_a_helper_and_transformed_by_another():
+    """fixtures/projects/registry_chains: the model `build_model` makes by name, through `prepare`,
+    reaches `jacfwd` in `laplacian` (which a second caller also calls): forward mode disagrees with
+    reverse mode where its block's region normalises what the input varies, and agrees for the
+    look-alike whose region reads a buffer and the input's shape."""
+    from types import SimpleNamespace
+
+    project = PROJECTS / "registry_chains"
+    with imported_from(project):
+        trainer = importlib.import_module("pkg.trainer")
+        registry = importlib.import_module("pkg.registry")
+        for name, found in (("mlp", True), ("scaled", False)):
+            cfg = SimpleNamespace(model=SimpleNamespace(name=name, width=3, depth=2))
+            torch.manual_seed(0)
+            forward = trainer.make(cfg, X.float())
+            torch.manual_seed(0)
+            reverse = jacrev(registry.build_model(cfg.model))(X.float())
+            assert (not torch.allclose(forward, reverse)) == found, name

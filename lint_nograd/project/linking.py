@@ -208,6 +208,10 @@ class Project:
         self._passed_open: set[tuple[str, str, str]] = set()  # found in a cycle of refs not done: found again
         self._unnamed_depth = 0  # how many unnamed call sites are being resolved, one inside another
         self._wanted: dict[FunctionKey, None] = {}  # see `callers_wanted`
+        # the parameters whose values finding another's asked for (at the depth it was found at)
+        self._needs: dict[tuple[str, str, str], set[tuple[str, str, str]]] = {}
+        self._asking: list[tuple[int, set]] = []  # (depth, asked) of each `passed` being found
+        self._wanted_keys: set[tuple[str, str, str]] = set()  # (`_want`)
         # class -> its direct subclasses, in the modules indexed for good (`_subclasses`)
         self._subclass_index: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
         self._subclass_settled: set[str] = set()
@@ -701,10 +705,14 @@ class Project:
         """What the calls of the loaded modules pass to a parameter (found once: linking asks
         after the modules that call `function` by name are summarised; see `callers_wanted`)."""
         key = (module, function, parameter)
+        if self._asking and self._asking[-1][0] == self._unnamed_depth:
+            self._asking[-1][1].add(key)
         if key in self._passing:  # asked while it is found: what depends on it is not remembered
             self._refused += 1
             return self._passed[key]
         if key in self._passed and key not in self._passed_open:
+            if not self._unnamed_depth:  # found first for an unnamed call site: a chain asks now
+                self._want(key)
             return self._passed[key]
         known = self._provisional.get(key)
         if known is not None:  # found inside a cycle of refs still open (see `_resolve_cycle`)
@@ -715,6 +723,7 @@ class Project:
         if not self._unnamed_depth:
             self._wanted[(module, function)] = None
         self._passing.add(key)
+        self._asking.append((self._unnamed_depth, self._needs.setdefault(key, set())))
         outer_low, self._low, start = self._low, _NO_CYCLE, len(self._open)
         owner = function.rpartition(".")[0]
         position = self._field_position(module, owner, parameter) if function.endswith(".__init__") else None
@@ -732,6 +741,7 @@ class Project:
             self._bind(callee, site, bound_here)
             found += [v for _, bound, refs in bound_here if bound == parameter for v in self._values(caller, refs)]
         self._passing.discard(key)
+        self._asking.pop()
         values = self._passed[key] = tuple(dict.fromkeys(found))
         low = self._low
         self._low = low if low < outer_low else outer_low
@@ -742,6 +752,16 @@ class Project:
         else:
             self._passed_open.discard(key)
         return values
+
+    def _want(self, key: tuple[str, str, str]) -> None:
+        """Want the callers of a parameter's function, and of those its values were found from."""
+        todo = [key]
+        while todo:
+            found = todo.pop()
+            if found not in self._wanted_keys:
+                self._wanted_keys.add(found)
+                self._wanted[found[:2]] = None
+                todo += self._needs.get(found, ())
 
     def _field_position(self, module: str, cls: str, field: str) -> Optional[int]:
         """Where a field of a dataclass is among the parameters of the `__init__` it makes (its
