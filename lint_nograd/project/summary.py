@@ -1099,8 +1099,9 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         in that mode; after one in a branch or a `with`, the mode is not known."""
         if type(node.value) is ast.Call:  # `f(x)`, `print(f(x))`: nothing reads what `f` returns
             self._unused_at[id(node.value)] = ()
-            if activity.is_sink(node.value, region_flow.names_in(self.model, self.scope)):
-                self._unused_at.update((id(arg), ()) for arg in node.value.args if type(arg) is ast.Call)
+            calls = [arg for arg in node.value.args if type(arg) is ast.Call]
+            if calls and activity.is_sink(node.value, region_flow.names_in(self.model, self.scope)):
+                self._unused_at.update((id(call), ()) for call in calls)
         self.visit(node.value)
         change = self.model.change_at(node.value)
         if change is not None and not change.on_stack:
