@@ -431,10 +431,10 @@ def test_regions_on_what_the_constructor_was_given():
 
 
 def test_a_helpers_region_whose_value_its_callers_do_not_use():
-    """fixtures/checker/ng005_unused_results_negatives.py: the helpers' values are stored where
-    nothing reads them, discarded or printed, so the traced graph differentiates as eager mode does
-    and forward mode agrees with reverse mode; ng005_returned_values.py: where the value is read
-    back or used by a second call, the traced gradients differ from eager mode's."""
+    """fixtures/checker/ng005_unused_results_negatives.py: the helpers' values are discarded or
+    printed, so the traced graph differentiates as eager mode does and forward mode agrees with
+    reverse mode; ng005_returned_values.py: where the value is read back or used by a second
+    call, the traced gradients differ from eager mode's."""
     module = checker_fixture("ng005_unused_results_negatives")
     h = torch.linspace(-1.0, 2.0, 12, dtype=torch.float64).reshape(3, 4)
     eager = module.Attention()

@@ -192,3 +192,22 @@ def test_a_registered_model_made_ready_by_a_helper_and_transformed_by_another():
             torch.manual_seed(0)
             reverse = jacrev(registry.build_model(cfg.model))(X.float())
             assert (not torch.allclose(forward, reverse)) == found, name
+
+
+def test_a_statistic_kept_where_nothing_reads_it():
+    """fixtures/projects/unused_results: the entropy a helper computes under `no_grad`, kept in
+    `self.last_entropy`, changes nothing the traced module computes (its input gradients agree
+    with eager mode's: no finding); the look-alike reads its helper's value back, and the traced
+    gradients differ (its finding)."""
+    project = PROJECTS / "unused_results"
+    h = torch.linspace(-1.0, 2.0, 6, dtype=torch.float64).reshape(2, 3)
+    with imported_from(project):
+        export, blocks = importlib.import_module("vit.export"), importlib.import_module("vit.blocks")
+        for make, model, found in ((export.export_attention, blocks.Attention(), False),
+                                   (export.export_normalised, blocks.Normalised(), True)):
+            traced = make()
+            model.load_state_dict(traced.state_dict())
+            x1, x2 = h.clone().requires_grad_(), h.clone().requires_grad_()
+            traced(x1).pow(2).sum().backward()
+            model(x2).pow(2).sum().backward()
+            assert (not torch.allclose(x1.grad, x2.grad)) == found, make.__name__
