@@ -54,6 +54,9 @@ INTEGER_BUILTINS = frozenset({"len", "int", "bool", "float", "complex", "str", "
                                "chr", "ord", "bin", "hex", "oct"})
 _INTEGER_DTYPES = frozenset({f"torch.{name}" for name in (
     "long", "int", "int64", "int32", "int16", "int8", "uint8", "uint16", "uint32", "uint64", "short", "bool")})
+# Methods whose value carries a derivative only where their receiver does.
+_COPIES = frozenset({"clone", "cpu", "cuda", "float", "double", "half", "contiguous", "to", "squeeze", "unsqueeze",
+                     "flatten", "view", "reshape"})
 PLAIN_ATTRIBUTES = frozenset({"shape", "dtype", "device", "ndim", "layout", "is_cuda", "is_sparse", "names",
                                "is_leaf", "requires_grad", "indices_dtype"})
 
@@ -99,6 +102,9 @@ def no_derivative(node: ast.AST, names_of) -> bool:
     if isinstance(func, ast.Attribute):
         if func.attr in INTEGER_METHODS or func.attr in _NEW_TENSOR_METHODS:
             return True
+        if func.attr in _COPIES and all(isinstance(arg, ast.Constant) for arg in node.args) \
+                and no_derivative(func.value, names_of):
+            return True  # `x.detach().clone()`, `x.argmax(-1).cpu()`
         if func.attr in ("to", "type"):  # `x.to(torch.long)`, `x.type(torch.int64)`, `x.to(dtype=torch.bool)`
             given = [*node.args, *(k.value for k in node.keywords if k.arg == "dtype")]
             return any(names_of(arg) and names_of(arg) <= _INTEGER_DTYPES for arg in given)

@@ -51,6 +51,16 @@ CALLS_ARGUMENT = {
     "functorch.functional_call": (0, "module"),
 }
 
+# What those calls give the function they call: ("after", n) the positional arguments from n on and
+# the keywords but the library's own (`checkpoint(block, x, use_reentrant=False)` runs `block(x)`);
+# ("tuple", position, keyword) the elements of the tuple given there, or the one value
+# (`functional_call(net, params, (x, t))` runs `net(x, t)`, with the state the dict at 1 holds).
+_CHECKPOINT_OWN = ("use_reentrant", "context_fn", "determinism_check", "debug", "preserve_rng_state")
+PASSES_ON = {
+    "torch.utils.checkpoint.checkpoint": ("after", 1, _CHECKPOINT_OWN),
+    **{name: ("tuple", 2, "args") for name, (_, keyword) in CALLS_ARGUMENT.items() if keyword == "module"},
+}
+
 # Builtins and functools calls that call the function they are given on the elements of an iterable:
 # name -> ((position, keyword) of the function, None when keyword-only; position of the iterable; how
 # many elements each call takes; what the call returns: "results" (a container of what the function

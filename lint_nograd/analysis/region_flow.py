@@ -89,7 +89,8 @@ def flow_of(model: SemanticModel, region: GradModeChange) -> Flow:
             continue  # a function's body runs when it is called, in its caller's grad mode; a `with
             # enable_grad()` block runs as outside the region
         if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call) \
-                and activity.is_sink(statement.value, names_of) or _adds_to_unread_global(model, statement):
+                and (activity.is_sink(statement.value, names_of) or _adds_cut_values(statement.value, names_of)) \
+                or _adds_to_unread_global(model, statement):
             sink = isinstance(statement, ast.Expr)  # (the sink's call itself aside)
             calls = [node for node in walk(statement.value if sink else statement) if isinstance(node, ast.Call)]
             later += calls[1:] if sink else calls
@@ -128,6 +129,15 @@ def _adds_to_unread_global(model: SemanticModel, statement: ast.stmt) -> bool:
     reads, as what is printed."""
     base = _added_to(statement)
     return base is not None and base.id in _write_only_globals(model)
+
+
+def _adds_cut_values(call: ast.Call, names_of) -> bool:
+    """`self.history["loss"].append(loss.detach().clone())`, `seen.add(idx.item())`: a container is
+    given only values that carry no derivative (`analysis/activity.py`), which go nowhere a
+    derivative can follow."""
+    func = call.func
+    return isinstance(func, ast.Attribute) and func.attr in _ADDING_METHODS and bool(call.args) \
+        and not call.keywords and all(activity.no_derivative(arg, names_of) for arg in call.args)
 
 
 def _added_to(statement: ast.stmt) -> ast.Name | None:

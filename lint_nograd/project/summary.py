@@ -399,6 +399,31 @@ def _first_argument(call: ast.Call, position: int, keyword: str) -> ast.expr | N
     return next((k.value for k in call.keywords if k.arg == keyword), None)
 
 
+def _passed_on(call: ast.Call, names: frozenset[str], dependence: varied.ParameterDependence) -> tuple:
+    """(args, keywords, receiver) for the function a library function calls (`library.PASSES_ON`):
+    `checkpoint(self.block, x)` gives `x` and `self.block`'s object; `functional_call(net, params,
+    (x, t))` gives `x`, `t`, and as `net`'s state, `params`. args is None when it cannot be told."""
+    called = _first_argument(call, *library.argument_of(library.CALLS_ARGUMENT, names))
+    receiver = dependence.of(called.value if type(called) is ast.Attribute else called) if called else (varied.UNKNOWN,)
+    row = library.argument_of(library.PASSES_ON, names)
+    if row is None or any(k.arg is None for k in call.keywords) or any(type(a) is ast.Starred for a in call.args):
+        return None, {}, receiver
+    if row[0] == "after":
+        return (tuple([dependence.of(arg) for arg in call.args[row[1]:]]),
+                {k.arg: dependence.of(k.value) for k in call.keywords if k.arg not in row[2]}, receiver)
+    state = dependence.of(_first_argument(call, 1, "parameter_and_buffer_dicts"))
+    receiver = tuple(sorted({*receiver, *state}))
+    given, extra = _first_argument(call, row[1], row[2]), _first_argument(call, row[1] + 1, "kwargs")
+    if extra is not None and not (isinstance(extra, ast.Dict) and all(isinstance(k, ast.Constant) for k in extra.keys)):
+        return None, {}, receiver
+    keywords = {k.value: dependence.of(v) for k, v in zip(extra.keys, extra.values)} if extra is not None else {}
+    if given is None:
+        return (), keywords, receiver
+    if not isinstance(given, ast.Tuple) or any(type(e) is ast.Starred for e in given.elts):
+        return None, {}, receiver  # a name may hold a tuple or one tensor
+    return tuple([dependence.of(element) for element in given.elts]), keywords, receiver
+
+
 def _function_argument(call: ast.Call, position: Optional[int], keyword: str) -> ast.expr | None:
     """The function a row of library.CALLS_ON_ELEMENTS is given: keyword-only when `position` is None."""
     if position is None:
@@ -1254,7 +1279,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         for target in node.targets:
             self._store_attributes(target, node.value)
 
-    def _note_result(self, node: ast.Call, callees: tuple[Ref, ...], mediated: bool) -> None:
+    def _note_result(self, node: ast.Call, callees: tuple[Ref, ...], mediated: frozenset[str]) -> None:
         """Whether the call's value goes nowhere the function computes (`unused_results`)."""
         results = self._results.setdefault(self.function, {})
         stored = None if mediated else self._unused_at.get(id(node))
@@ -1401,7 +1426,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         elif type(func) is ast.Attribute and func.attr in library.REGISTERS_HOOK and node.args:
             self._hook(func.value, node.args[0])
         callees = func_refs = self.refs(func)
-        mediated = False  # a library function calls the callee, with arguments of its own
+        mediated = frozenset()  # the library function that calls the callee, with arguments of its own
         builtin = self._builtin(func, self.scope) if not callees else frozenset()
         if not callees and not builtin and not (isinstance(func, ast.Attribute) and func.attr == "trace"):
             return  # most calls of what is neither the project's nor PyTorch's: `len(x)`, `x.append(y)`
@@ -1424,7 +1449,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             argument = library.argument_of(library.CALLS_ARGUMENT, names)
             if argument is not None:  # `checkpoint(block, x)`, `functional_call(net, params, x)` call it
                 callees = self.refs(_first_argument(node, *argument))
-                mediated = True
+                mediated = names
         elif isinstance(func, ast.Attribute) and func.attr == "trace":
             receivers = self.refs(func.value)  # `Tracer().trace(model)`, checked when linked
             if receivers:
@@ -1491,7 +1516,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             self.functions[self.function].call_sites.append(CallSite(callees, tuple(args), keywords, span, _short(span),
                                                                      bound=True))
 
-    def _passing(self, node: ast.Call, callees: tuple[Ref, ...], mediated: bool) -> None:
+    def _passing(self, node: ast.Call, callees: tuple[Ref, ...], mediated: frozenset[str]) -> None:
         """Record which parameters of the function each argument of a call depends on (for a
         call that may run the project's code: not one of torch's, which the project is not)."""
         if not self._with_passes or all(ref[0] == "imp" and ref[1].startswith(_LIBRARIES) for ref in callees):
@@ -1506,23 +1531,31 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             dependence = self._dependences[scope.node] = varied.ParameterDependence(self.model, scope, self._states)
         func = node.func
         receiver = dependence.of(func.value if type(func) is ast.Attribute else func)
-        if mediated or any(k.arg is None for k in node.keywords) or any(type(arg) is ast.Starred for arg in node.args) \
-                or self._library_partial(func, scope):
+        bound = self._partial_bound(func, scope)
+        if bound is not None:  # `f(p, x)` with `f = partial(loss, model)`: `loss(model, p, x)`
+            node = ast.Call(bound.args[0], [*bound.args[1:], *node.args], [*bound.keywords, *node.keywords])
+            names = _imported(self.refs(bound.args[0], scope))
+            mediated = names if library.argument_of(library.CALLS_ARGUMENT, names) else mediated
+        if mediated:
+            args, keywords, receiver = _passed_on(node, mediated, dependence)
+        elif any(k.arg is None for k in node.keywords) or any(type(arg) is ast.Starred for arg in node.args):
             args, keywords = None, {}
         else:
             args = tuple([dependence.of(arg) for arg in node.args])
             keywords = {k.arg: dependence.of(k.value) for k in node.keywords}
         self.functions[self.function].passes.append(Passing(callees, args, keywords, receiver))
 
-    def _library_partial(self, func: ast.expr, scope: Scope) -> bool:
-        """`f` bound to `partial(functional_call, net, params)`: a call of it hands its arguments to the
-        library function, which gives `net` what they hold (`f((t, z))` calls `net(t, z)`)."""
+    def _partial_bound(self, func: ast.expr, scope: Scope) -> ast.Call | None:
+        """The `partial(f, ...)` call a name called is bound to, its one binding (`f = partial(loss,
+        model)`): a call of it passes what the partial binds first."""
         if type(func) is not ast.Name:
-            return False
-        return any(isinstance(value := binding.value, ast.Call) and value.args
-                   and _imported(self.refs(value.func, binding.scope, 1)) & torch_names.PARTIAL
-                   and self._bound_called_argument(value, binding.scope, 1) is not None
-                   for binding in self.scopes.lookup(scope, func.id, (func.lineno, func.col_offset)))
+            return None
+        bindings = self.scopes.lookup(scope, func.id, (func.lineno, func.col_offset))
+        value = bindings[0].value if len(bindings) == 1 else None
+        if not (isinstance(value, ast.Call) and value.args and type(value.args[0]) is not ast.Starred
+                and _imported(self.refs(value.func, bindings[0].scope, 1)) & torch_names.PARTIAL):
+            return None
+        return value
 
     def _grad_mode_of_wrapper(self, call: ast.Call, scope: Scope) -> Optional[tuple[str, bool]]:
         """(api, inference) for `torch.no_grad()(f)`, `torch.inference_mode()(f)`,
