@@ -479,8 +479,9 @@ def _given(model: SemanticModel, value: ast.expr, scope: Scope) -> bool | None:
             return None
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
             bindings = model.scopes.lookup(scope, node.id, (node.lineno, node.col_offset))
-            if not bindings and node.id in activity.INTEGER_BUILTINS | _NUMBER_BUILTINS:
-                continue
+            if not bindings and node.id in activity.INTEGER_BUILTINS | _NUMBER_BUILTINS \
+                    or len(bindings) == 1 and bindings[0].imported == "copy":
+                continue  # (`copy.deepcopy(student)`: a copy of what it is given)
             if not bindings or not all(b.scope is scope and isinstance(b.node, ast.arg) for b in bindings) \
                     or node.id == arguments.args[0].arg:
                 return None
@@ -587,11 +588,13 @@ def _constant_callee(model: SemanticModel, func: ast.expr, scope: Scope) -> bool
         names = model.scopes.qualified_names(func, scope)
         if names:
             return all(name.startswith(_CONSTANT_MODULES) for name in names)
+        if module_state(model, func, scope, submodules=True) and _state_kind(model, func, scope) in ("module", "given"):
+            return True  # `self.teacher(x)`: a torch submodule, or a module given, computes from `x` and its state
         base = func.value
         while isinstance(base, (ast.Attribute, ast.Subscript, ast.Call)):
             if isinstance(base, ast.Attribute) and module_state(model, base, scope) \
-                    and _state_kind(model, base, scope) not in ("given", "number"):
-                return True  # `self.weight.norm()`, `self.weight.abs().max()`: methods of a tensor
+                    and _state_kind(model, base, scope) != "number":
+                return True  # `self.weight.norm()`, `self.teacher.features(x)`: methods of its state
             base = base.func if isinstance(base, ast.Call) else base.value
         return not (isinstance(base, ast.Name) and base.id in ("self", "cls"))
     if isinstance(func, ast.Name):

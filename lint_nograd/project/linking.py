@@ -1477,13 +1477,17 @@ class Project:
         found: dict[FunctionKey, frozenset[str]] = {}
         summary = self.summary(module)
         for passing in self._passes_of(module).get(key[1], ()):
-            for value in self._values(module, passing.callees):
-                for callee, mapped in self._runs_mapped_passed(value):
-                    called = self.function((callee[1], callee[2]))
-                    given = _varied_by(passing, called, callee[3], varied) if mapped and called else EVERY
-                    if callee[2] in summary.lambdas or "<locals>" in callee[2]:
-                        given |= _CAPTURED  # a closure: what it captures may be varied
-                    found[(callee[1], callee[2])] = found.get((callee[1], callee[2]), frozenset()) | given
+            mapped_callees = [pair for value in self._values(module, passing.callees)
+                              for pair in self._runs_mapped_passed(value)]
+            if not mapped_callees:  # `train(net).loss(p, x)`, `train` returning its `m`: as linking follows it
+                mapped_callees = [(callee, all(ref[0] == "attr" for ref in passing.callees))
+                                  for callee, _ in self._dispatched(module, passing.callees, key)]
+            for callee, mapped in mapped_callees:
+                called = self.function((callee[1], callee[2]))
+                given = _varied_by(passing, called, callee[3], varied) if mapped and called else EVERY
+                if callee[2] in summary.lambdas or "<locals>" in callee[2]:
+                    given |= _CAPTURED  # a closure: what it captures may be varied
+                found[(callee[1], callee[2])] = found.get((callee[1], callee[2]), frozenset()) | given
         return found
 
     def _passes_of(self, module: str) -> dict:
