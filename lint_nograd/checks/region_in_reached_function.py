@@ -159,7 +159,9 @@ def modes_that_cannot_matter(region: Region, project: Project | None = None,
         if STATE in inputs:  # `self.weight`: varied where the object is (`functional_call` varies it)
             inputs.discard(STATE)
             inputs.add(project.object_parameter(key) or STATE)
-        for mode in (FORWARD, REVERSE):
+        for mode in (FORWARD, REVERSE, DROPS):
+            if mode == DROPS and STATE in region.inputs:
+                continue  # a traced module's parameters: what training the traced graph differentiates
             varied = project.varied_params(key, mode)  # None: any may be
             if varied is not None and not inputs & varied or varied is None and not inputs - {STATE} and \
                     not project.differentiates_state(module):

@@ -208,6 +208,7 @@ class Project:
         self._passed_open: set[tuple[str, str, str]] = set()  # found in a cycle of refs not done: found again
         self._unnamed_depth = 0  # how many unnamed call sites are being resolved, one inside another
         self._wanted: dict[FunctionKey, None] = {}  # see `callers_wanted`
+        self._hooks: Optional[set[Value]] = None  # `_hook_functions`
         # the parameters whose values finding another's asked for (at the depth it was found at)
         self._needs: dict[tuple[str, str, str], set[tuple[str, str, str]]] = {}
         self._asking: list[tuple[int, set]] = []  # (depth, asked) of each `passed` being found
@@ -1517,7 +1518,15 @@ class Project:
         hooks = () if value[0] != "I" else {hook for hooks in self._member(value[1], value[2], library.HOOKS_ATTRIBUTE,
                                                                            True, set()) for hook in self.runs(hooks)}
         for function in self.runs(value):
-            yield function, value[0] in ("F", "I") and function not in hooks
+            yield function, value[0] in ("F", "I") and function not in hooks and function not in self._hook_functions()
+
+    def _hook_functions(self) -> set[Value]:
+        """The functions the loaded modules register as hooks (asked once linking is done): what
+        running a module gives them is not what its call passes."""
+        if self._hooks is None:
+            self._hooks = {function for module in self.loaded() for value in self._values(module, self.summary(module).hooks)
+                           for function in self.runs(value)}
+        return self._hooks
 
     # -- grad mode carried across calls ----------------------------------------------------------------
 

@@ -218,6 +218,7 @@ class ModuleSummary:
     stored_attributes: tuple[str, ...] = ()  # every attribute name its text stores into (`x.scale = ...`)
     star_imports: tuple[str, ...] = ()  # `from .layers import *`: the modules, as written
     exports: Optional[tuple[str, ...]] = None  # a literal `__all__`: what `from it import *` binds (None: its public names)
+    hooks: tuple[Ref, ...] = ()  # what it registers as hooks: run with (module, inputs, output), not a call's arguments
 
     def to_json(self) -> dict:
         """Plain data (dataclasses.asdict is far slower: it deep-copies every ref)."""
@@ -273,6 +274,7 @@ class ModuleSummary:
             "stored_attributes": self.stored_attributes,
             "star_imports": self.star_imports,
             "exports": self.exports,
+            "hooks": self.hooks,
         }
 
     @classmethod
@@ -337,7 +339,7 @@ class ModuleSummary:
                    {k: refs(v) for k, v in data.get("returns", {}).items()},
                    bool(data.get("differentiates_state", True)), tuple(data.get("stored_attributes", ())),
                    tuple(data.get("star_imports", ())),
-                   None if data.get("exports") is None else tuple(data["exports"]))
+                   None if data.get("exports") is None else tuple(data["exports"]), refs(data.get("hooks", ())))
 
 
 def display_name(name: str) -> str:
@@ -576,6 +578,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         self._scope_events: dict[ast.AST, guards.ScopeEvents] = {}  # `guards.skipped_by`, once a scope
         self._region_guards: dict[ast.AST, dict[int, str]] = {}  # `guards.region_guards`, once a function
         self._dependences: dict[ast.AST, varied.ParameterDependence] = {}  # by function, for `_passing`
+        self._hooks: dict[Ref, None] = {}  # `ModuleSummary.hooks`
         self._unused_at: dict[int, tuple[str, ...]] = {}  # a call whose value goes nowhere -> the attributes stored
         self._results: dict[str, dict[Ref, Optional[tuple[str, ...]]]] = {}  # per function: None where used
         self._states: dict = {}  # shared by `_dependences`
@@ -610,7 +613,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
                              {name: tuple(refs) for name, refs in self._returns.items() if refs},
                              self.model.text is None or _differentiates_state(self.model.text),
                              _stored_attributes(self.model.text), tuple(module.star_imports),
-                             _literal_all(self.model.module))
+                             _literal_all(self.model.module), tuple(self._hooks))
 
     # -- what an expression refers to -------------------------------------------------------------
 
@@ -979,6 +982,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
     def _hook(self, module: ast.expr, hook: ast.expr) -> None:
         """`net.register_forward_hook(hook)`: running `net` runs `hook` too, as a module holding it;
         on `self`, every instance of the class."""
+        self._hooks.update(dict.fromkeys(self.refs(hook)))
         refs = tuple([("box", ref) for ref in self.refs(hook)])
         if refs and self.method_class is not None and self.refs(module) == (("inst", ("cls", self.method_class)),):
             known = self.classes[self.method_class].attributes.get(library.HOOKS_ATTRIBUTE, ())
