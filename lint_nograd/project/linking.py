@@ -975,6 +975,10 @@ class Project:
                         self._seed_helper_call(module, site)
                     self._seed_transformed_call(module, function, site)
         self._propagate()
+        for module in modules:  # what objects a region's calls run on (`self.residual.pde_residual(z)`):
+            for function in self.summary(module).functions.values():  # their makers' callers wanted
+                for call in function.region_calls:
+                    self._mode_callees(module, call.callees)
 
     def modules_to_look_into(self, module: str, summary: ModuleSummary) -> set[str]:
         """The modules linking is likely to look into from `module`: those of what its transforms
@@ -1552,24 +1556,39 @@ class Project:
         named = [ref for ref in refs
                  if (m := self._module_of(module, ref)) is not None and (toward is None or m in toward)]
         on_parameters = [ref for ref in refs if (called := _parameter_path(module, ref)) is not None  # `learner.adapt`
-                         and called[1].rpartition(".")[2] in self._names_applying()]
-        if not named and not on_parameters:
+                         and called[1].rpartition(".")[2] in self.names_applying()]
+        on_held = [ref for ref in refs if ref[0] == "attr" and ref not in on_parameters
+                   and ref[2] in self.names_applying()]  # `self.residual.pde_residual(z)`, the object given
+        if not named and not on_parameters and not on_held:
             return []
         outer = self._permissive
         self._permissive = 2
         try:
             found = self._functions(module, named) if named else []
-            return found + [f for ref in on_parameters for f in self._run_on_parameter(module, ref)
-                            if toward is None or f[1] in toward]
+            found += [f for ref in on_parameters for f in self._run_on_parameter(module, ref)
+                      if toward is None or f[1] in toward]
+            for ref in on_held:
+                for base in self.resolve(module, ref[1]):
+                    for held in self._passed_closure(base) if base[0] == "P" else (base,):
+                        found += [f for member in self.attribute(held, ref[2]) for f in self.runs(member)]
+            return list(dict.fromkeys(found))
         finally:
             self._permissive = outer
 
-    def _names_applying(self) -> set[str]:
-        """The names of the methods of the loaded modules that apply a transform themselves: what a
-        method called on a parameter in a region must be named to be looked for (for speed)."""
+    def names_applying(self) -> set[str]:
+        """The names of the functions of the loaded modules that apply a transform, themselves or
+        through a call of a function of such a name (told by names alone): what a method called on
+        an object in a region must be named to be looked for (for speed)."""
         if self._applying_names is None:
-            self._applying_names = {called_as(name) for module in self.loaded()
-                                    for name, function in self.summary(module).functions.items() if function.applied}
+            functions = [(called_as(name), {_last_name(ref) for ref in function.calls}, bool(function.applied))
+                         for module in self.loaded() for name, function in self.summary(module).functions.items()]
+            found = {name for name, _, applied in functions if applied and name}
+            grown = True
+            while grown:
+                more = {name for name, calls, _ in functions if name and name not in found and not calls.isdisjoint(found)}
+                found |= more
+                grown = bool(more)
+            self._applying_names = found
         return self._applying_names
 
     def _applied_in_mode(self, key: FunctionKey, inference: bool, depth: int = 0) -> tuple:

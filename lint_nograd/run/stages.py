@@ -336,7 +336,7 @@ class Run:
                 self._summarise_ahead(project, sorted(seeds))
             ahead = False
             project.link(sorted(seeds))
-            callers = self._callers_by_name(project)
+            callers = self._callers_by_name(project) + self._regions_calling(project)
             if not callers:
                 self._words.clear()  # no more names to look for
                 self._shared.clear()  # no more summaries to read
@@ -422,6 +422,16 @@ class Run:
                 if not file.summarised and file.index is not None and names and self._mentions(file, key, spellings):
                     found.append(file)
         return list({file.path: file for file in found}.values())
+
+    def _regions_calling(self, project: Project) -> list[ProjectFile]:
+        """Files with a region, not summarised yet, that name a function applying a transform
+        itself (`evaluate` running `self.residual.pde_residual(z)` under `@torch.no_grad()`): the
+        call in the region may be that function, on an object it is given (NG001)."""
+        names = sorted(project.names_applying())
+        key, spellings = "." + ",".join(names), [b"." + name.encode() for name in names]
+        return [file for module, file in sorted(self.by_module.items())
+                if names and not file.summarised and file.index is not None and file.index.regions
+                and module in self.under_regions and self._mentions(file, key, spellings)]
 
     def _mentions(self, file: ProjectFile, key: str, names: list[bytes]) -> bool:
         """Whether the file spells one of `names` (`key`: them, comma-separated, as the cache keeps them)."""
