@@ -81,6 +81,7 @@ CALLS_ON_ELEMENTS = {
 REGISTERS_HOOK = frozenset({"register_forward_hook", "register_forward_pre_hook", "register_full_backward_hook",
                             "register_full_backward_pre_hook", "register_backward_hook"})
 HOOKS_ATTRIBUTE = "<hooks>"  # where a class keeps the hooks registered on `self`
+ITEMS_ATTRIBUTE = "<items>"  # where a container class keeps what its methods store into `self[key]`
 
 
 # Methods that torch's tensors and modules and Python's builtin types have: called on a parameter

@@ -455,6 +455,8 @@ class Project:
             if key is None or len(value) < 3 or value[2] == key:
                 yield value[1]
         elif kind == "I":
+            for held in self._member(value[1], value[2], library.ITEMS_ATTRIBUTE, False, set()):
+                yield from self._elements_of(held, depth + 1, key)  # `self[name] = cls` in its methods
             for iterator in self._member(value[1], value[2], "__iter__", True, set()):
                 for made in self.returned(iterator, depth + 1):
                     if made[0] == "B":  # a generator

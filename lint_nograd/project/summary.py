@@ -999,7 +999,12 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         """Remember that `container` (a name, or `self.name`) holds `refs` too."""
         if not refs:
             return
-        if isinstance(container, ast.Name):
+        if isinstance(container, ast.Name) and (cls := self._instance_of(container)) is not None:
+            if self.method_class is None:  # `self[name] = cls` in a registry's decorator: what every call passes
+                refs = tuple([_kept(ref) for ref in refs])
+            known = self.classes[cls].attributes.get(library.ITEMS_ATTRIBUTE, ())
+            self.classes[cls].attributes[library.ITEMS_ATTRIBUTE] = tuple(dict.fromkeys(known + refs))
+        elif isinstance(container, ast.Name):
             binding = self.scopes.only_binding(container, self.scope)
             if binding is not None and binding.scope is self.scopes.module and self.function != MODULE_BODY:
                 refs = tuple([_kept(ref) for ref in refs])  # a registry: `MODELS[name] = cls` in `register(cls)`
@@ -1015,6 +1020,15 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
                 refs = tuple([_kept(ref) for ref in refs])  # registry's decorator: what every call passes
             known = self.classes[cls].attributes.get(container.attr, ())
             self.classes[cls].attributes[container.attr] = tuple(dict.fromkeys(known + refs))
+
+    def _instance_of(self, name: ast.Name) -> Optional[str]:
+        """The class of this file `self` is an instance of, in its methods (and functions in them):
+        a container class (`class Registry(dict)`) storing into `self[key]`."""
+        if name.id != "self":
+            return None
+        refs = self.refs(name)
+        return refs[0][1][1] if len(refs) == 1 and refs[0][0] == "inst" and refs[0][1][0] == "cls" \
+            and refs[0][1][1] in self.classes else None
 
     def _overwrite(self, container: ast.expr, paths: list[tuple], store: ast.AST) -> None:
         """`d["a"] = f` (or `d.update({"a": f})`) after `d = {"a": g}` in the same block, with no use of
