@@ -7,7 +7,7 @@ differentiated). A grad-disabled region can change what a transform or tracer re
 computing an active value (`analysis/region_flow.py`). What this module names is inactive by the
 operation alone:
 
-- integers and booleans: indices (`argmax`, `topk(...).indices`, `nonzero`), comparisons and
+- integers and booleans: indices (`argmax`, `topk(...).indices`, `nonzero`, `n // 2`), comparisons and
   masks, counts, `.item()` and `.tolist()` (Python numbers), `.long()`, `len`, and reads of shape,
   dtype and device: no derivative flows through them in any mode;
 - new tensors: factories (`torch.zeros(n)`, `torch.randn_like(x)`, `x.new_ones(...)`), whose
@@ -83,8 +83,9 @@ def no_derivative(node: ast.AST, names_of) -> bool:
     name bound in the program (an empty set for a builtin)."""
     if isinstance(node, (ast.Compare, ast.Lambda, ast.JoinedStr)):
         return True
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-        return True
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not) \
+            or isinstance(node, ast.BinOp) and isinstance(node.op, ast.FloorDiv):
+        return True  # (`x // 2` is a step function: its derivative is zero)
     if isinstance(node, ast.Attribute):
         return node.attr in PLAIN_ATTRIBUTES or node.attr == "indices" and _indexed_result(node.value, names_of)
     if isinstance(node, ast.Subscript):  # `x.max(1)[1]`, `torch.topk(x, 3)[1]`

@@ -253,8 +253,7 @@ def _reads(model: SemanticModel, statements: list[ast.AST], scope: Scope) -> lis
                                                 or module_state(model, node, scope)):
             continue
         if isinstance(node, ast.expr) and activity.no_derivative(node, names_of):
-            found += [below for below in walk(node) if below is not node
-                      and not (isinstance(below, ast.Name) and isinstance(below.ctx, ast.Load))]
+            found += [below for below in walk(node) if below is not node and isinstance(below, (ast.Call, *_UNKNOWABLE))]
             continue
         todo.extend(child_nodes(node))
     return found

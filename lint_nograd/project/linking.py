@@ -1387,9 +1387,9 @@ class Project:
             onward = reacher if reacher.through else replace(reacher, through=key)
             for callee, receivers in self._dispatched(module, function.calls, key, self._receivers[(key, mode)]):
                 self._reach(callee, mode, onward, receivers=receivers, caller=key)
-            for source in function.sources:  # an inner transform runs its function under this one too
-                for callee in self._functions(module, source.targets):
-                    self._reach(callee, mode, onward)
+            for source in function.sources:  # an inner transform runs its function under this one too,
+                for callee in self._functions(module, source.targets):  # given what the call of what it
+                    self._reach(callee, mode, onward, caller=key)  # makes passes (`grad(f)(p, x)`)
             for site in function.call_sites:  # a helper that calls (or transforms) what it is given
                 if not self._passes_a_lead(module, site):
                     continue
