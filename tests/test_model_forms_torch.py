@@ -520,3 +520,39 @@ def test_a_property_read_by_a_traced_forward():
     module = checker_fixture("ng005_properties")
     centred = module.Centred()
     assert traced_minus_eager(centred, jit(centred)) > 0.1
+
+
+def test_what_partial_and_functional_call_pass():
+    """fixtures/checker/ng004_partial_arguments.py: `f(p, x)` with `f = partial(weighted, model)`
+    varies the parameters the region reads, and `functional_call(field, params, (x, t))` the input
+    its region reads: forward mode disagrees with reverse mode. In the look-alikes
+    (ng004_partial_arguments_negatives.py) the regions read the input and the time, which neither
+    transform varies, and both modes agree."""
+    x, t = X.clone(), torch.tensor(0.3, dtype=torch.float64)
+    for name, found in (("ng004_partial_arguments", True), ("ng004_partial_arguments_negatives", False)):
+        module = checker_fixture(name)
+        fn = module.weighted if found else module.standardised
+        params = dict(module.linear.named_parameters())
+        v = {k: torch.ones_like(p) for k, p in params.items()}
+        grads = jacrev(lambda p: fn(module.linear, p, x))(params)
+        reverse = sum((grads[k] * v[k]).sum() for k in grads)
+        assert (not torch.allclose(module.parameter_tangent(x, v), reverse)) == found, name
+        field = dict(module.field.named_parameters())
+        w = torch.tensor([1.0, -2.0, 0.5], dtype=torch.float64)
+        reverse = jacrev(lambda xx: torch.func.functional_call(module.field, field, (xx, t)))(x) @ w
+        assert (not torch.allclose(module.input_tangent(x, t, w), reverse)) == found, name
+
+
+def test_a_teacher_run_on_what_no_transform_varies():
+    """fixtures/checker/ng004_teacher_calls_negatives.py: the teacher's outputs and the recorded
+    loss carry no derivative of the student's parameters, so forward and reverse mode agree; in
+    ng004_given_modules.py the module given runs on the input the transform varies, and they do not."""
+    module = checker_fixture("ng004_teacher_calls_negatives")
+    params = {k: v.detach() for k, v in module.distiller.student.named_parameters()}
+    x = torch.linspace(-1.0, 1.0, 6, dtype=torch.float64).reshape(2, 3)
+    forward = module.jacobian(params, x)
+    reverse = jacrev(lambda p: module.distiller.loss(p, x))(params)
+    assert all(torch.allclose(forward[k], reverse[k]) for k in params)
+
+    given = checker_fixture("ng004_given_modules")
+    assert not torch.allclose(given.jacobian(X), jacrev(given.model)(X))
