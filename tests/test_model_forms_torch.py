@@ -556,3 +556,51 @@ def test_a_teacher_run_on_what_no_transform_varies():
 
     given = checker_fixture("ng004_given_modules")
     assert not torch.allclose(given.jacobian(X), jacrev(given.model)(X))
+
+
+def test_traced_regions_on_what_nothing_traced_varies():
+    """fixtures/checker/ng005_traced_constants_negatives.py: random noise scaled by a default
+    argument, and a frequency table from a number of bands, carry no derivative: the traced graphs
+    give eager mode's input gradients."""
+    module = checker_fixture("ng005_traced_constants_negatives")
+    h = torch.linspace(-1.0, 2.0, 6, dtype=torch.float64).reshape(2, 3)
+    graph = module.traced_step(h)
+    x1, x2 = h.clone().requires_grad_(), h.clone().requires_grad_()
+    torch.manual_seed(1)
+    graph(x1).backward()
+    torch.manual_seed(1)
+    module.step(x2).backward()
+    assert torch.allclose(x1.grad, x2.grad)
+    x1, x2 = h.clone().requires_grad_(), h.clone().requires_grad_()
+    module.encoding(x1).pow(2).sum().backward()
+    module.Encoding(4)(x2).pow(2).sum().backward()
+    assert torch.allclose(x1.grad, x2.grad)
+
+
+def test_a_transform_in_a_method_of_what_an_object_was_given_runs_despite_the_region():
+    """fixtures/checker/ng001_held_objects.py and fixtures/projects/held_objects: `jacfwd` in the
+    method `evaluate` calls on the residual its object was given computes under the region what it
+    computes without it (NG001), where autograd itself under `no_grad` has no graph."""
+    module = checker_fixture("ng001_held_objects")
+    z = X.clone()
+    assert torch.allclose(module.evaluator.evaluate(z), 3 * z ** 2 - z)
+    with torch.no_grad():
+        assert not module.field(z.clone().requires_grad_()).requires_grad
+    project = Path(__file__).parent / "fixtures" / "projects" / "held_objects"
+    sys.path.insert(0, str(project))
+    try:
+        evaluator = importlib.import_module("pkg.evaluator")
+        physics = importlib.import_module("pkg.physics")
+        assert torch.allclose(evaluator.Evaluator(physics.Residual()).evaluate(z), 3 * z ** 2 - z)
+    finally:
+        sys.path.remove(str(project))
+        for name in [name for name in sys.modules if name == "pkg" or name.startswith("pkg.")]:
+            del sys.modules[name]
+
+
+def test_a_model_from_a_container_class_registry():
+    """fixtures/checker/ng004_container_registry.py: the model built by name from a `dict`
+    subclass its decorator fills disagrees between forward and reverse mode; the look-alike agrees."""
+    module = checker_fixture("ng004_container_registry")
+    for name, found in (("normalised", True), ("plain", False)):
+        assert (not torch.allclose(module.jacobian(name, X), jacrev(module.build(name))(X))) == found, name
