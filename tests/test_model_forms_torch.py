@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 torch = pytest.importorskip("torch")
-from torch.func import jacfwd, jacrev  # noqa: E402
+from torch.func import grad, jacfwd, jacrev  # noqa: E402
 
 PROJECTS = Path(__file__).parent / "fixtures" / "projects"
 X = torch.tensor([1.0, 2.0, 4.0], dtype=torch.float64)
@@ -604,3 +604,13 @@ def test_a_model_from_a_container_class_registry():
     module = checker_fixture("ng004_container_registry")
     for name, found in (("normalised", True), ("plain", False)):
         assert (not torch.allclose(module.jacobian(name, X), jacrev(module.build(name))(X))) == found, name
+
+
+def test_a_nested_transform_varies_what_its_call_passes():
+    """fixtures/checker/ng004_nested_transforms_negatives.py: the forward-over-reverse product
+    equals reverse over reverse, the region computing from the labels only."""
+    module = checker_fixture("ng004_nested_transforms_negatives")
+    w, v = X.clone(), torch.tensor([1.0, -1.0, 0.5], dtype=torch.float64)
+    x = torch.linspace(-1.0, 1.0, 12, dtype=torch.float64).reshape(4, 3)
+    y = torch.tensor([0.5, -1.0, 2.0, 0.0], dtype=torch.float64)
+    assert torch.allclose(module.hvp(w, x, y, v), jacrev(grad(module.loss))(w, x, y) @ v)
