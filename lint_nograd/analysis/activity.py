@@ -103,8 +103,8 @@ def no_derivative(node: ast.AST, names_of) -> bool:
     if isinstance(func, ast.Attribute):
         if func.attr in INTEGER_METHODS or func.attr in _NEW_TENSOR_METHODS:
             return True
-        if func.attr in _COPIES and all(isinstance(arg, ast.Constant) for arg in node.args) \
-                and no_derivative(func.value, names_of):
+        if func.attr in _COPIES and all(isinstance(arg, ast.Constant) or no_derivative(arg, names_of)
+                                        for arg in node.args) and no_derivative(func.value, names_of):
             return True  # `x.detach().clone()`, `x.argmax(-1).cpu()`
         if func.attr in ("to", "type"):  # `x.to(torch.long)`, `x.type(torch.int64)`, `x.to(dtype=torch.bool)`
             given = [*node.args, *(k.value for k in node.keywords if k.arg == "dtype")]

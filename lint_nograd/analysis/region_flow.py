@@ -250,7 +250,7 @@ def _reads(model: SemanticModel, statements: list[ast.AST], scope: Scope) -> lis
             continue
         found.append(node)
         if isinstance(node, ast.Attribute) and (_constant_attribute(model, node, scope)
-                                                or module_state(model, node, scope)):
+                                                or module_state(model, node, scope) or _inherited_state(model, node, scope)):
             continue
         if isinstance(node, ast.expr) and activity.no_derivative(node, names_of):
             found += [below for below in walk(node) if below is not node and isinstance(below, (ast.Call, *_UNKNOWABLE))]
@@ -333,7 +333,7 @@ def _assumed(model: SemanticModel, node: ast.Attribute, scope: Scope) -> tuple[s
         return (node.attr,)
     if module_state(model, node, scope):
         return (node.attr, node.value.attr) if isinstance(node.value, ast.Attribute) else (node.attr,)
-    return ()
+    return (node.attr,) if _inherited_state(model, node, scope) else ()
 
 
 def module_state(model: SemanticModel, node: ast.Attribute, scope: Scope, submodules: bool = False) -> bool:
@@ -372,11 +372,17 @@ def held_constant(model: SemanticModel, node: ast.Attribute, scope: Scope) -> bo
     """`self.<name>` read in a method, that no transform of the module's call differentiates: its
     state or a submodule (`module_state`), a literal of its class, or what a torch base class
     makes (`self.weight` of a subclass of `nn.Linear`) when nothing in the file stores the name."""
-    if module_state(model, node, scope, submodules=True) or _constant_attribute(model, node, scope):
-        return True
+    return module_state(model, node, scope, submodules=True) or _constant_attribute(model, node, scope) \
+        or _inherited_state(model, node, scope)
+
+
+def _inherited_state(model: SemanticModel, node: ast.Attribute, scope: Scope) -> bool:
+    """`self.weight` in a subclass of `nn.Linear` whose file stores no attribute of that name: what
+    the torch base class makes (a parameter, a buffer, a number)."""
     owner = scope.parent
     if owner is None or not owner.is_class or not _first_parameter(scope, node) or node.attr in _AUTOGRAD_STATE \
-            or model.text is None or "setattr" in model.text or node.attr in _state_attributes(model):
+            or not isinstance(node.ctx, ast.Load) or model.text is None or "setattr" in model.text \
+            or node.attr in _state_attributes(model):
         return False
     bases = owner.node.bases
     return bool(bases) and all(name.startswith("torch.nn.") for base in bases
@@ -460,8 +466,8 @@ _GIVEN_NODES = (ast.Name, ast.Attribute, ast.Subscript, ast.Constant, ast.BinOp,
 
 
 def _given(model: SemanticModel, value: ast.expr, scope: Scope) -> bool | None:
-    """`alpha`, `cfg.alpha`, `dim // heads`, `cfg.get("eps", 1e-6)`: a value `__init__` computes from
-    its parameters (not `self`) and literals alone; True when those parameters are numbers (annotated
+    """`alpha`, `cfg.alpha`, `dim // heads`, `cfg.get("eps", 1e-6)`, `Dynamics(dim)`: a value `__init__`
+    computes from its parameters (not `self`), literals and the module's classes alone; True when those parameters are numbers (annotated
     `int`, `float` or `bool`, or a number by default: `eps=1e-6`), or `float(...)` or `int(...)` makes
     it one; None for any other value. As the object's own state, what the caller gave is a
     constant to a transform of the object's call, as a parameter (which `functional_call` varies)
@@ -473,6 +479,7 @@ def _given(model: SemanticModel, value: ast.expr, scope: Scope) -> bool | None:
     arguments = scope.node.args
     defaults = dict(zip([a.arg for a in (*arguments.posonlyargs, *arguments.args)][::-1], arguments.defaults[::-1]))
     defaults.update((a.arg, d) for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults) if d is not None)
+    made = {id(node.func) for node in walk(value) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
     for node in walk(value):
         if not isinstance(node, _GIVEN_NODES):
             return None
@@ -481,6 +488,9 @@ def _given(model: SemanticModel, value: ast.expr, scope: Scope) -> bool | None:
             if not bindings and node.id in activity.INTEGER_BUILTINS | _NUMBER_BUILTINS \
                     or len(bindings) == 1 and bindings[0].imported == "copy":
                 continue  # (`copy.deepcopy(student)`: a copy of what it is given)
+            if id(node) in made and bindings and all(b.scope is model.scopes.module for b in bindings):
+                numbers = False  # `Dynamics(dim)`, `solver or RK23()`: an object made of what it is given
+                continue
             if not bindings or not all(b.scope is scope and isinstance(b.node, ast.arg) for b in bindings) \
                     or node.id == arguments.args[0].arg:
                 return None
@@ -540,7 +550,8 @@ def _reads_only_constants(model: SemanticModel, node: ast.AST, scope: Scope, fou
     if isinstance(node, ast.Attribute):
         if node.attr in _AUTOGRAD_STATE:
             return False
-        if module_state(model, node, scope) and not constant_state(model, node, scope):
+        if module_state(model, node, scope) and not constant_state(model, node, scope) \
+                or _inherited_state(model, node, scope):
             found[STATE] = None  # (a buffer, `register_buffer` or a plain tensor, or a number: no tensor that requires grad)
         return True
     if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
@@ -591,8 +602,8 @@ def _constant_callee(model: SemanticModel, func: ast.expr, scope: Scope) -> bool
             return True  # `self.teacher(x)`: a torch submodule, or a module given, computes from `x` and its state
         base = func.value
         while isinstance(base, (ast.Attribute, ast.Subscript, ast.Call)):
-            if isinstance(base, ast.Attribute) and module_state(model, base, scope) \
-                    and _state_kind(model, base, scope) != "number":
+            if isinstance(base, ast.Attribute) and (module_state(model, base, scope) and _state_kind(
+                    model, base, scope) != "number" or _inherited_state(model, base, scope)):
                 return True  # `self.weight.norm()`, `self.teacher.features(x)`: methods of its state
             base = base.func if isinstance(base, ast.Call) else base.value
         return not (isinstance(base, ast.Name) and base.id in ("self", "cls"))

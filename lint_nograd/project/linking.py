@@ -1366,9 +1366,10 @@ class Project:
                     functions = self._functions_along(module, refs, path)
                 finally:
                     self._following = following
-                for function in functions:  # what the helper's transform is given: its arguments, not its object
-                    called = self.function((function[1], function[2]))
-                    params = called.params[1:] if function[3] else called.params
+                for function in functions:  # what the helper's transform is given: its arguments, and its
+                    called = self.function((function[1], function[2]))  # object only through `functional_call`
+                    params = called.params[1:] if function[3] and not self.differentiates_state(function[1]) \
+                        else called.params
                     self._reach(function, mode, reacher, frozenset((*params, *called.kwonly)))
 
     def _propagate(self) -> None:
