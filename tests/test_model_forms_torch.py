@@ -452,6 +452,10 @@ def test_a_helpers_region_whose_value_its_callers_do_not_use():
         traced(x1).pow(2).sum().backward()
         eager(x2).pow(2).sum().backward()
         assert float((x1.grad - x2.grad).abs().max()) > 0.01, type(eager).__name__
+    used.embedded(h.clone().requires_grad_()).pow(2).sum().backward()
+    eager = used.Embedded()
+    eager(h.clone().requires_grad_()).pow(2).sum().backward()
+    assert eager.table.grad is None and float(used.embedded.table.grad.abs().max()) > 0.1
 
 
 def test_a_region_whose_output_is_computed_in_a_reenabled_block():

@@ -114,7 +114,12 @@ def flow_of(model: SemanticModel, region: GradModeChange) -> Flow:
     cut_after = local_only and bool(bound) and _cut_after(region, bound, inside)
     mutates = any(_changes_state_in_place(node) for node in nodes if isinstance(node, ast.stmt))
     aux_only = local_only and bool(bound) and _only_in_aux(region, bound, inside)
-    returned_only = local_only and bool(bound) and _only_returned(region, bound, inside)
+    # (`with torch.no_grad(): return h.abs().mean()` gives its value back the same way)
+    returning = harmless and bool(body) and isinstance(body[-1], ast.Return) and body[-1].value is not None \
+        and all(isinstance(s, (ast.Assign, ast.AnnAssign)) and s.value is not None and all(
+            isinstance(node, (ast.Name, ast.Tuple, ast.List, ast.Store)) for target in (
+                s.targets if isinstance(s, ast.Assign) else [s.target]) for node in walk(target)) for s in body[:-1])
+    returned_only = (local_only and bool(bound) or returning) and _only_returned(region, bound, inside)
     return Flow("", inputs, _stores(region, targets, inside) if plain else (), local_only, assumes, cut_after, mutates,
                 aux_only, returned_only)
 

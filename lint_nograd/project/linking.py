@@ -1286,8 +1286,9 @@ class Project:
             # buffers vary only through `functional_call`, whose calls vary everything), nor what the
             # function captures
             varied = frozenset(name for name in (*params, *called.kwonly) if name not in constant)
-            for mode in source.modes:
-                self._reach(run, mode, _reacher(mode, module, source), varied, receivers, aux=source.aux and direct)
+            for mode in source.modes:  # (a tracer records the object's parameters, which training differentiates)
+                given = varied | frozenset(called.params[:1]) if mode == DROPS and run[3] else varied
+                self._reach(run, mode, _reacher(mode, module, source), given, receivers, aux=source.aux and direct)
         self._seed_bound(module, source, function, {(run[1], run[2]) for run, _ in dispatched})
 
     def _seed_bound(self, module: str, source, function: str, given: set[FunctionKey]) -> None:
@@ -1368,8 +1369,8 @@ class Project:
                     self._following = following
                 for function in functions:  # what the helper's transform is given: its arguments, and its
                     called = self.function((function[1], function[2]))  # object only through `functional_call`
-                    params = called.params[1:] if function[3] and not self.differentiates_state(function[1]) \
-                        else called.params
+                    params = called.params[1:] if function[3] and mode != DROPS \
+                        and not self.differentiates_state(function[1]) else called.params
                     self._reach(function, mode, reacher, frozenset((*params, *called.kwonly)))
 
     def _propagate(self) -> None:
