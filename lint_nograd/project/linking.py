@@ -1581,18 +1581,15 @@ class Project:
 
     def names_applying(self) -> set[str]:
         """The names of the functions of the loaded modules that apply a transform, themselves or
-        through a call of a function of such a name (told by names alone): what a method called on
-        an object in a region must be named to be looked for (for speed)."""
+        by calling a function of such a name (told by names alone, one call away; a dunder method
+        is called by every other): what a method called on an object in a region must be named to
+        be looked for (for speed)."""
         if self._applying_names is None:
             functions = [(called_as(name), {_last_name(ref) for ref in function.calls}, bool(function.applied))
                          for module in self.loaded() for name, function in self.summary(module).functions.items()]
-            found = {name for name, _, applied in functions if applied and name}
-            grown = True
-            while grown:
-                more = {name for name, calls, _ in functions if name and name not in found and not calls.isdisjoint(found)}
-                found |= more
-                grown = bool(more)
-            self._applying_names = found
+            applying = {name for name, _, applied in functions if applied and name}
+            self._applying_names = applying | {name for name, calls, _ in functions if name
+                                               and not name.startswith("__") and not calls.isdisjoint(applying)}
         return self._applying_names
 
     def _applied_in_mode(self, key: FunctionKey, inference: bool, depth: int = 0) -> tuple:
