@@ -618,3 +618,11 @@ def test_a_nested_transform_varies_what_its_call_passes():
     x = torch.linspace(-1.0, 1.0, 12, dtype=torch.float64).reshape(4, 3)
     y = torch.tensor([0.5, -1.0, 2.0, 0.0], dtype=torch.float64)
     assert torch.allclose(module.hvp(w, x, y, v), jacrev(grad(module.loss))(w, x, y) @ v)
+
+
+def test_a_model_a_helper_hands_back_then_traced():
+    """fixtures/checker/ng005_helper_returned_models.py: the trace of the model `attach` hands back
+    differentiates through its region, where eager mode does not; the look-alike's agree."""
+    module = checker_fixture("ng005_helper_returned_models")
+    assert traced_minus_eager(module.Net(), module.traced) > 0.1
+    assert traced_minus_eager(module.Plain(), module.plain) == 0

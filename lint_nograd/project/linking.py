@@ -926,13 +926,18 @@ class Project:
                 found += self.runs(value)
         return found
 
-    def _functions_along(self, module: str, refs: Iterable[Ref], path: str) -> list[Value]:
+    def _functions_along(self, module: str, refs: Iterable[Ref], path: str,
+                         caller: Optional[FunctionKey] = None) -> list[Value]:
         """The functions that calling the attribute `path` of what the refs hold runs (`path` ""
         for what they hold itself; "[]" an element of it, "[0]" or "[encoder]" the one under that
-        index or key: `_parameter_element`)."""
-        if not path:
-            return self._functions(module, refs)
+        index or key: `_parameter_element`). In `caller`, a parameter of another function that a call
+        returns (`attach(Net())` with `def attach(model): return model`) is what the call passes."""
         values = [value for ref in refs for value in self.resolve(module, ref)]
+        if not path:  # (what the transform is given itself: varied as its arguments; a method a closure
+            if caller is not None:  # calls is followed from the closure, where the call tells what is varied)
+                values = [passed for value in values for passed in (
+                    self._passed_here(value, caller) if value[0] == "P" and (value[1], value[2]) != caller else (value,))]
+            return list(dict.fromkeys(function for value in values for function in self.runs(value)))
         for name in path.split("."):
             if name[:1] == "[":
                 key = _element_key(name)
@@ -974,7 +979,7 @@ class Project:
                     self._seed(module, source, name)
                 for site in function.call_sites:
                     if self._may_transform(module, site) and self._passes_a_lead(module, site):
-                        self._seed_helper_call(module, site)
+                        self._seed_helper_call(module, site, name)
                     self._seed_transformed_call(module, function, site)
         self._propagate()
         for module in modules:  # what objects a region's calls run on (`self.residual.pde_residual(z)`):
@@ -1356,7 +1361,7 @@ class Project:
             found.update(c for value in values if value[0] == "I" and (c := (value[1], value[2])) in family)
         return frozenset(found or family)
 
-    def _seed_helper_call(self, module: str, site) -> None:
+    def _seed_helper_call(self, module: str, site, caller: str) -> None:
         """`hvp(energy, x, v)` with `def hvp(f, x, v): return jvp(grad(f), ...)` reaches `energy`
         (for a call that may transform and passes a lead)."""
         for callee, name, refs in self._helpers(module, site):
@@ -1364,7 +1369,7 @@ class Project:
                 reacher = replace(inner, via=(module, site.span, site.text))
                 following, self._following = self._following, True  # what it hands on is on a chain
                 try:
-                    functions = self._functions_along(module, refs, path)
+                    functions = self._functions_along(module, refs, path, (module, caller))
                 finally:
                     self._following = following
                 for function in functions:  # what the helper's transform is given: its arguments, and its
@@ -1645,7 +1650,7 @@ class Project:
                         if isinstance(call, Source):
                             self._seed(module, call, name)
                         else:
-                            self._seed_helper_call(module, call)
+                            self._seed_helper_call(module, call, name)
                     self._propagate()
                     self._report_reached(given, found)
             finally:
