@@ -267,6 +267,11 @@ def test_hooks_on_submodules_and_attributes_bound_together():
                          (module.traced_unpacked, module.Unpacked)):
         assert traced_minus_eager(make(), traced) > 0.1, make.__name__
     assert traced_minus_eager(module.UnpackedPlain(), module.traced_plain) == 0.0
+    attached = module.attach(torch.nn.Sequential(module.Scale(), module.Scale()))
+    assert traced_minus_eager(attached, module.traced_attached) > 0.1
+    centered = torch.nn.Sequential(module.Scale(), module.Scale())
+    module.center(centered)
+    assert traced_minus_eager(centered, module.traced_centered) > 0.1
 
 
 def test_a_model_read_through_a_property():

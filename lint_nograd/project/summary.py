@@ -219,6 +219,8 @@ class ModuleSummary:
     star_imports: tuple[str, ...] = ()  # `from .layers import *`: the modules, as written
     exports: Optional[tuple[str, ...]] = None  # a literal `__all__`: what `from it import *` binds (None: its public names)
     hooks: tuple[Ref, ...] = ()  # what it registers as hooks: run with (module, inputs, output), not a call's arguments
+    # hooks registered on a function's parameter (or a submodule of it): (function, parameter, hooks)
+    parameter_hooks: tuple[tuple[str, str, tuple[Ref, ...]], ...] = ()
 
     def to_json(self) -> dict:
         """Plain data (dataclasses.asdict is far slower: it deep-copies every ref)."""
@@ -275,6 +277,7 @@ class ModuleSummary:
             "star_imports": self.star_imports,
             "exports": self.exports,
             "hooks": self.hooks,
+            "parameter_hooks": self.parameter_hooks,
         }
 
     @classmethod
@@ -339,7 +342,9 @@ class ModuleSummary:
                    {k: refs(v) for k, v in data.get("returns", {}).items()},
                    bool(data.get("differentiates_state", True)), tuple(data.get("stored_attributes", ())),
                    tuple(data.get("star_imports", ())),
-                   None if data.get("exports") is None else tuple(data["exports"]), refs(data.get("hooks", ())))
+                   None if data.get("exports") is None else tuple(data["exports"]), refs(data.get("hooks", ())),
+                   tuple((function, parameter, refs(hooks))
+                         for function, parameter, hooks in data.get("parameter_hooks", ())))
 
 
 def display_name(name: str) -> str:
@@ -424,6 +429,21 @@ def _passed_on(call: ast.Call, names: frozenset[str], dependence: varied.Paramet
     if not isinstance(given, ast.Tuple) or any(type(e) is ast.Starred for e in given.elts):
         return None, {}, receiver  # a name may hold a tuple or one tensor
     return tuple([dependence.of(element) for element in given.elts]), keywords, receiver
+
+
+_SUBMODULES = frozenset({"named_modules", "modules", "children", "named_children", "get_submodule"})
+
+
+def _submodules_of(call: ast.Call) -> ast.expr | None:
+    """The model whose submodules a call gives: `model.named_modules()`, `model.get_submodule(n)`,
+    and `dict(...)`, `list(...)` or `enumerate(...)` of those; None for any other call."""
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr in _SUBMODULES:
+        return func.value
+    if isinstance(func, ast.Name) and func.id in ("dict", "list", "enumerate") and len(call.args) == 1 \
+            and isinstance(call.args[0], ast.Call):
+        return _submodules_of(call.args[0])
+    return None
 
 
 def _function_argument(call: ast.Call, position: Optional[int], keyword: str) -> ast.expr | None:
@@ -579,6 +599,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         self._region_guards: dict[ast.AST, dict[int, str]] = {}  # `guards.region_guards`, once a function
         self._dependences: dict[ast.AST, varied.ParameterDependence] = {}  # by function, for `_passing`
         self._hooks: dict[Ref, None] = {}  # `ModuleSummary.hooks`
+        self._parameter_hooks: list[tuple[str, str, tuple[Ref, ...]]] = []  # `ModuleSummary.parameter_hooks`
         self._unused_at: dict[int, tuple[str, ...]] = {}  # a call whose value goes nowhere -> the attributes stored
         self._results: dict[str, dict[Ref, Optional[tuple[str, ...]]]] = {}  # per function: None where used
         self._states: dict = {}  # shared by `_dependences`
@@ -613,7 +634,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
                              {name: tuple(refs) for name, refs in self._returns.items() if refs},
                              self.model.text is None or _differentiates_state(self.model.text),
                              _stored_attributes(self.model.text), tuple(module.star_imports),
-                             _literal_all(self.model.module), tuple(self._hooks))
+                             _literal_all(self.model.module), tuple(self._hooks), tuple(self._parameter_hooks))
 
     # -- what an expression refers to -------------------------------------------------------------
 
@@ -988,11 +1009,22 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             known = self.classes[self.method_class].attributes.get(library.HOOKS_ATTRIBUTE, ())
             self.classes[self.method_class].attributes[library.HOOKS_ATTRIBUTE] = tuple(dict.fromkeys(known + refs))
             return
-        while isinstance(module, (ast.Subscript, ast.Attribute)) and not (  # a submodule's hook runs
-                isinstance(module, ast.Attribute) and isinstance(module.value, ast.Name)  # with its model:
-                and self.method_class is not None  # `model.conv2...` or `model[1]...` as `model`,
-                and self.refs(module.value) == (("inst", ("cls", self.method_class)),)):  # `self.enc...` as `self.enc`
-            module = module.value
+        while True:  # a submodule's hook runs with its model: `model.conv2...`, `model[1]...`,
+            if isinstance(module, (ast.Subscript, ast.Attribute)) and not (  # as `model`; `self.enc...` as `self.enc`
+                    isinstance(module, ast.Attribute) and isinstance(module.value, ast.Name)
+                    and self.method_class is not None
+                    and self.refs(module.value) == (("inst", ("cls", self.method_class)),)):
+                module = module.value
+            elif isinstance(module, ast.Call) and (submodule := _submodules_of(module)) is not None:
+                module = submodule  # `dict(model.named_modules())[name]`, `model.get_submodule(name)`
+            elif isinstance(module, ast.Name) and (binding := self.scopes.only_binding(module, self.scope)) \
+                    and isinstance(binding.iterated, ast.Call) and _submodules_of(binding.iterated) is not None:
+                module = _submodules_of(binding.iterated)  # `for name, m in model.named_modules():`
+            else:
+                break
+        binding = self.scopes.only_binding(module, self.scope) if isinstance(module, ast.Name) else None
+        if binding is not None and isinstance(binding.node, ast.arg) and binding.scope is self.scope and refs:
+            self._parameter_hooks.append((self.function, module.id, tuple([ref[1] for ref in refs])))
         self._add_to(module, refs)
 
     def _add_to(self, container: ast.expr, refs: tuple[Ref, ...]) -> None:
