@@ -269,8 +269,7 @@ def test_hooks_on_submodules_and_attributes_bound_together():
     assert traced_minus_eager(module.UnpackedPlain(), module.traced_plain) == 0.0
     attached = module.attach(torch.nn.Sequential(module.Scale(), module.Scale()))
     assert traced_minus_eager(attached, module.traced_attached) > 0.1
-    centered = torch.nn.Sequential(module.Scale(), module.Scale())
-    module.center(centered)
+    centered = module.center(torch.nn.Sequential(module.Scale(), module.Scale()))
     assert traced_minus_eager(centered, module.traced_centered) > 0.1
 
 

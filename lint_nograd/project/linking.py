@@ -209,7 +209,6 @@ class Project:
         self._unnamed_depth = 0  # how many unnamed call sites are being resolved, one inside another
         self._wanted: dict[FunctionKey, None] = {}  # see `callers_wanted`
         self._hooks: Optional[set[Value]] = None  # `_hook_functions`
-        self._hooks_on_parameters: Optional[tuple[list, list]] = None  # `_parameter_hooks`
         # the parameters whose values finding another's asked for (at the depth it was found at)
         self._needs: dict[tuple[str, str, str], set[tuple[str, str, str]]] = {}
         self._asking: list[tuple[int, set]] = []  # (depth, asked) of each `passed` being found
@@ -896,10 +895,6 @@ class Project:
 
     def _functions_run(self, value: Value) -> Iterator[Value]:
         kind = value[0]
-        if kind in ("I", "B", "W"):
-            for module, function, parameter, hooks in self._parameter_hooks():  # `attach(model)` registering
-                if value in self._passed_on(("P", module, function, parameter), set()):  # on what it is given
-                    yield from (f for hook in self._values(module, hooks) for f in self.runs(hook))
         if kind == "F":
             if self.function((value[1], value[2])) is not None:
                 yield value
@@ -1537,15 +1532,6 @@ class Project:
                                                                            True, set()) for hook in self.runs(hooks)}
         for function in self.runs(value):
             yield function, value[0] in ("F", "I") and function not in hooks and function not in self._hook_functions()
-
-    def _parameter_hooks(self) -> list[tuple[str, str, str, tuple[Ref, ...]]]:
-        """The hooks the functions of the loaded modules register on a parameter (or a submodule of
-        it): (module, function, parameter, hooks), read once."""
-        if self._hooks_on_parameters is None or len(self._hooks_on_parameters[0]) != len(self.loaded()):
-            loaded = self.loaded()
-            self._hooks_on_parameters = (loaded, [(module, *entry) for module in loaded
-                                                  for entry in self.summary(module).parameter_hooks])
-        return self._hooks_on_parameters[1]
 
     def _hook_functions(self) -> set[Value]:
         """The functions the loaded modules register as hooks (asked once linking is done): what

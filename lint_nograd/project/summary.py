@@ -219,8 +219,6 @@ class ModuleSummary:
     star_imports: tuple[str, ...] = ()  # `from .layers import *`: the modules, as written
     exports: Optional[tuple[str, ...]] = None  # a literal `__all__`: what `from it import *` binds (None: its public names)
     hooks: tuple[Ref, ...] = ()  # what it registers as hooks: run with (module, inputs, output), not a call's arguments
-    # hooks registered on a function's parameter (or a submodule of it): (function, parameter, hooks)
-    parameter_hooks: tuple[tuple[str, str, tuple[Ref, ...]], ...] = ()
 
     def to_json(self) -> dict:
         """Plain data (dataclasses.asdict is far slower: it deep-copies every ref)."""
@@ -277,7 +275,6 @@ class ModuleSummary:
             "star_imports": self.star_imports,
             "exports": self.exports,
             "hooks": self.hooks,
-            "parameter_hooks": self.parameter_hooks,
         }
 
     @classmethod
@@ -342,9 +339,7 @@ class ModuleSummary:
                    {k: refs(v) for k, v in data.get("returns", {}).items()},
                    bool(data.get("differentiates_state", True)), tuple(data.get("stored_attributes", ())),
                    tuple(data.get("star_imports", ())),
-                   None if data.get("exports") is None else tuple(data["exports"]), refs(data.get("hooks", ())),
-                   tuple((function, parameter, refs(hooks))
-                         for function, parameter, hooks in data.get("parameter_hooks", ())))
+                   None if data.get("exports") is None else tuple(data["exports"]), refs(data.get("hooks", ())))
 
 
 def display_name(name: str) -> str:
@@ -599,7 +594,6 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         self._region_guards: dict[ast.AST, dict[int, str]] = {}  # `guards.region_guards`, once a function
         self._dependences: dict[ast.AST, varied.ParameterDependence] = {}  # by function, for `_passing`
         self._hooks: dict[Ref, None] = {}  # `ModuleSummary.hooks`
-        self._parameter_hooks: list[tuple[str, str, tuple[Ref, ...]]] = []  # `ModuleSummary.parameter_hooks`
         self._unused_at: dict[int, tuple[str, ...]] = {}  # a call whose value goes nowhere -> the attributes stored
         self._results: dict[str, dict[Ref, Optional[tuple[str, ...]]]] = {}  # per function: None where used
         self._states: dict = {}  # shared by `_dependences`
@@ -634,7 +628,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
                              {name: tuple(refs) for name, refs in self._returns.items() if refs},
                              self.model.text is None or _differentiates_state(self.model.text),
                              _stored_attributes(self.model.text), tuple(module.star_imports),
-                             _literal_all(self.model.module), tuple(self._hooks), tuple(self._parameter_hooks))
+                             _literal_all(self.model.module), tuple(self._hooks))
 
     # -- what an expression refers to -------------------------------------------------------------
 
@@ -766,9 +760,9 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             return (("cls", self.model.name_of(node)),)
         if binding.imported:
             return (("imp", binding.imported),)
-        if isinstance(node, ast.arg):
+        if isinstance(node, ast.arg):  # (and what the function adds to it: a hook `attach(model)` registers)
             return tuple(self._parameter_refs(binding)) + self._default_refs(binding, depth) + \
-                self._annotated(binding, depth)
+                self._annotated(binding, depth) + tuple(self._added.get(binding, ()))
         added = tuple(self._added.get(binding, ()))  # `layers.append(Block())` after `layers = []`
         if self._annotation_of is None:
             self._annotation_of = {id(statement.target): statement.annotation
@@ -1022,9 +1016,6 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
                 module = _submodules_of(binding.iterated)  # `for name, m in model.named_modules():`
             else:
                 break
-        binding = self.scopes.only_binding(module, self.scope) if isinstance(module, ast.Name) else None
-        if binding is not None and isinstance(binding.node, ast.arg) and binding.scope is self.scope and refs:
-            self._parameter_hooks.append((self.function, module.id, tuple([ref[1] for ref in refs])))
         self._add_to(module, refs)
 
     def _add_to(self, container: ast.expr, refs: tuple[Ref, ...]) -> None:
