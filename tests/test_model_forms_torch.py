@@ -630,3 +630,15 @@ def test_a_model_a_helper_hands_back_then_traced():
     module = checker_fixture("ng005_helper_returned_models")
     assert traced_minus_eager(module.Net(), module.traced) > 0.1
     assert traced_minus_eager(module.Plain(), module.plain) == 0
+
+
+def test_backward_through_what_an_index_picks_from_a_region():
+    """fixtures/checker/ng003_indexed_values.py: a score gathered from logits computed under
+    `no_grad` has no graph, and differentiating it raises."""
+    module = checker_fixture("ng003_indexed_values")
+    model = torch.nn.Linear(3, 4).double()
+    x = torch.linspace(-1.0, 1.0, 6, dtype=torch.float64).reshape(2, 3)
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        module.saliency(model, x, torch.tensor([0, 2]))
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        module.picked(model, x, torch.tensor([1]))

@@ -1062,7 +1062,9 @@ def graph_sources(expr: ast.expr, is_torch: Callable[[ast.expr], bool],
             arguments = [*node.args, *(k.value for k in node.keywords)]
             if type(func) is ast.Attribute and func.attr in _GRAPH_MAKING:
                 return None
-            if is_torch(func):
+            if type(func) is ast.Attribute and func.attr in _INDEXING_METHODS:
+                todo.append(func.value)  # `logits.gather(1, target[:, None])`: indices carry no graph
+            elif is_torch(func):
                 todo += reversed(arguments)
             elif type(func) is ast.Attribute and type(func.value) is ast.Name and is_value(func.value):
                 todo += [*reversed(arguments), func.value]  # a method of the value
@@ -1089,6 +1091,7 @@ _VALUES = (ast.Call, ast.Subscript, ast.BinOp, ast.UnaryOp)
 # torch's names that make a leaf or a module rather than compute a value from their arguments
 _NOT_OPERATIONS_OF_TORCH = ("torch.nn.parameter.", "torch.nn.Parameter", "torch.autograd.", "torch.func.",
                             "torch.nn.Module", "torch.enable_grad", "torch.set_grad_enabled")
+_INDEXING_METHODS = frozenset({"gather", "index_select", "take_along_dim", "masked_select"})
 _GRAPH_MAKING = frozenset({"requires_grad_", "backward"})  # methods whose result is no plain operation
 
 
