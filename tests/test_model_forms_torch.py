@@ -642,3 +642,13 @@ def test_backward_through_what_an_index_picks_from_a_region():
         module.saliency(model, x, torch.tensor([0, 2]))
     with pytest.raises(RuntimeError, match="does not require grad"):
         module.picked(model, x, torch.tensor([1]))
+
+
+def test_backward_through_a_method_of_an_object_given_that_computes_in_a_region():
+    """fixtures/checker/ng003_given_objects.py: backward through `certifier.margin(x)` raises;
+    through the look-alike's `score`, it gives the input's gradient."""
+    module = checker_fixture("ng003_given_objects")
+    x = torch.linspace(-1.0, 1.0, 6, dtype=torch.float64).reshape(2, 3)
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        module.attack_direction(module.certifier, x)
+    assert module.score_direction(module.certifier, x).abs().sum() > 0

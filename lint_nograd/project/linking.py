@@ -1577,12 +1577,20 @@ class Project:
             found += [f for ref in on_parameters for f in self._run_on_parameter(module, ref)
                       if toward is None or f[1] in toward]
             for ref in on_held:
-                for base in self.resolve(module, ref[1]):
-                    for held in self._passed_closure(base) if base[0] == "P" else (base,):
-                        found += [f for member in self.attribute(held, ref[2]) for f in self.runs(member)]
+                found += self._called_on_held(module, ref)
             return list(dict.fromkeys(found))
         finally:
             self._permissive = outer
+
+    def _called_on_held(self, module: str, ref: Ref) -> list[Value]:
+        """What calling a method of what a parameter (or an attribute set from one) is given runs
+        (`self.residual.pde(z)`, `certifier.margin(x)`): on what every call passes (asked once
+        linking is done)."""
+        if ref[0] != "attr":
+            return []
+        return [function for base in self.resolve(module, ref[1])
+                for held in (self._passed_closure(base) if base[0] == "P" else (base,))
+                for member in self.attribute(held, ref[2]) for function in self.runs(member)]
 
     def names_applying(self) -> set[str]:
         """The names of the functions of the loaded modules that apply a transform, themselves or
@@ -1676,6 +1684,11 @@ class Project:
         from: directly, or through functions each return of which hands back what such a call returns."""
         for value in self._values(module, site.callees):  # lazily: the first found is the answer
             for callee in self.runs(value):
+                found = self._graphless((callee[1], callee[2]), set())
+                if found is not None:
+                    return found
+        for ref in site.callees:  # `certifier.margin(x, y)`, a method of what a parameter is given
+            for callee in self._called_on_held(module, ref):
                 found = self._graphless((callee[1], callee[2]), set())
                 if found is not None:
                     return found
