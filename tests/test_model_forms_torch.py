@@ -652,3 +652,11 @@ def test_backward_through_a_method_of_an_object_given_that_computes_in_a_region(
     with pytest.raises(RuntimeError, match="does not require grad"):
         module.attack_direction(module.certifier, x)
     assert module.score_direction(module.certifier, x).abs().sum() > 0
+
+
+def test_regions_whose_values_leave_only_as_indices():
+    """fixtures/checker/ng004_indices_negatives.py: the nearest code's index and the code picked by
+    it carry no derivative of the input: forward mode agrees with reverse mode."""
+    module = checker_fixture("ng004_indices_negatives")
+    z = torch.linspace(-0.9, 0.7, 6, dtype=torch.float64).reshape(2, 3)
+    assert torch.allclose(module.jacobian(z), jacrev(module.quantiser)(z))

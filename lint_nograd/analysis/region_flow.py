@@ -46,6 +46,7 @@ from lint_nograd.analysis.model import GradModeChange, SemanticModel
 from lint_nograd.analysis.scopes import FUNCTION_NODES, Scope, child_nodes, walk
 
 ENABLE_GRAD = "enable_grad"
+NO_DERIVATIVE = "no_derivative"  # what leaves it carries no derivative: `idx = d.argmin(-1)`
 # what `inputs` names for the module's own parameters, buffers and torch submodules (`self.weight`):
 # constants under a transform of the module's call, varied under `functional_call` and tracers
 STATE = "<state>"
@@ -120,6 +121,8 @@ def flow_of(model: SemanticModel, region: GradModeChange) -> Flow:
             isinstance(node, (ast.Name, ast.Tuple, ast.List, ast.Store)) for target in (
                 s.targets if isinstance(s, ast.Assign) else [s.target]) for node in walk(target)) for s in body[:-1])
     returned_only = (local_only and bool(bound) or returning) and _only_returned(region, bound, inside)
+    if local_only and bound and _read_after_only_without_derivative(region, body, bound, inside, names_of):
+        return Flow(inert=NO_DERIVATIVE)
     return Flow("", inputs, _stores(region, targets, inside) if plain else (), local_only, assumes, cut_after, mutates,
                 aux_only, returned_only)
 
@@ -259,6 +262,10 @@ def _reads(model: SemanticModel, statements: list[ast.AST], scope: Scope) -> lis
             continue
         if isinstance(node, ast.expr) and activity.no_derivative(node, names_of):
             found += [below for below in walk(node) if below is not node and isinstance(below, (ast.Call, *_UNKNOWABLE))]
+            continue
+        if isinstance(node, ast.Subscript):  # `self.codebook[idx]`: no derivative flows through an index
+            found += [below for below in walk(node.slice) if isinstance(below, (ast.Call, *_UNKNOWABLE))]
+            todo.append(node.value)
             continue
         todo.extend(child_nodes(node))
     return found
@@ -750,6 +757,25 @@ def _only_in_aux(region: GradModeChange, names: set[str], inside: set[int]) -> b
             grown = True
     return all(id(node) in allowed for node in nodes
                if isinstance(node, ast.Name) and node.id in names and isinstance(node.ctx, ast.Load))
+
+
+def _read_after_only_without_derivative(region: GradModeChange, body: list[ast.stmt], bound: set[str],
+                                        inside: set[int], names_of) -> bool:
+    """Whether the only locals the region binds that code after it reads are assigned, each time
+    in it, a value that carries no derivative (`d = dist(z, codebook)` then `idx = d.argmin(-1)`,
+    only `idx` read after): nothing it computes leaves with a derivative, in any mode."""
+    read = {node.id for node in walk(region.function) if isinstance(node, ast.Name)
+            and isinstance(node.ctx, ast.Load) and node.id in bound and id(node) not in inside}
+    values: dict[str, list[ast.expr]] = {}
+    for statement in body:
+        targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+        for target in targets:
+            if not isinstance(target, ast.Name):
+                if any(isinstance(n, ast.Name) and n.id in read for n in walk(target)):
+                    return False  # (unpacked: which element is which is not told)
+                continue
+            values.setdefault(target.id, []).append(statement.value)
+    return bool(read) and all(activity.no_derivative(value, names_of) for name in read for value in values.get(name, [None]))
 
 
 def _only_returned(region: GradModeChange, names: set[str], inside: set[int]) -> bool:
