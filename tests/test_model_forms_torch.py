@@ -561,6 +561,10 @@ def test_a_teacher_run_on_what_no_transform_varies():
     forward = module.jacobian(params, x)
     reverse = jacrev(lambda p: module.distiller.loss(p, x))(params)
     assert all(torch.allclose(forward[k], reverse[k]) for k in params)
+    params = {k: v.detach() for k, v in module.state.online.named_parameters()}
+    forward = module.byol_jacobian(params, x)
+    reverse = jacrev(lambda p: module.state.loss_fn(p, x))(params)
+    assert all(torch.allclose(forward[k], reverse[k]) for k in params)
 
     given = checker_fixture("ng004_given_modules")
     assert not torch.allclose(given.jacobian(X), jacrev(given.model)(X))

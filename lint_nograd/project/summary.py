@@ -594,6 +594,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         self._region_guards: dict[ast.AST, dict[int, str]] = {}  # `guards.region_guards`, once a function
         self._dependences: dict[ast.AST, varied.ParameterDependence] = {}  # by function, for `_passing`
         self._hooks: dict[Ref, None] = {}  # `ModuleSummary.hooks`
+        self._partials: Optional[dict] = None  # `_stored_partials`
         self._unused_at: dict[int, tuple[str, ...]] = {}  # a call whose value goes nowhere -> the attributes stored
         self._results: dict[str, dict[Ref, Optional[tuple[str, ...]]]] = {}  # per function: None where used
         self._states: dict = {}  # shared by `_dependences`
@@ -1572,10 +1573,15 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             dependence = self._dependences[scope.node] = varied.ParameterDependence(self.model, scope, self._states)
         func = node.func
         receiver = dependence.of(func.value if type(func) is ast.Attribute else func)
-        bound = self._partial_bound(func, scope)
+        bound, where = self._partial_bound(func, scope)
         if bound is not None:  # `f(p, x)` with `f = partial(loss, model)`: `loss(model, p, x)`
-            node = ast.Call(bound.args[0], [*bound.args[1:], *node.args], [*bound.keywords, *node.keywords])
-            names = _imported(self.refs(bound.args[0], scope))
+            if where is not scope and type(func) is ast.Attribute:  # stored on an object: its state, as it
+                given = [func.value] * (len(bound.args) - 1)  # is now (`state.loss_fn(p, x)`: `state`)
+                keywords = [ast.keyword(k.arg, func.value) for k in bound.keywords]
+            else:
+                given, keywords = bound.args[1:], bound.keywords
+            node = ast.Call(bound.args[0], [*given, *node.args], [*keywords, *node.keywords])
+            names = _imported(self.refs(bound.args[0], where))
             mediated = names if library.argument_of(library.CALLS_ARGUMENT, names) else mediated
         if mediated:
             args, keywords, receiver = _passed_on(node, mediated, dependence)
@@ -1586,17 +1592,41 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             keywords = {k.arg: dependence.of(k.value) for k in node.keywords}
         self.functions[self.function].passes.append(Passing(callees, args, keywords, receiver))
 
-    def _partial_bound(self, func: ast.expr, scope: Scope) -> ast.Call | None:
+    def _partial_bound(self, func: ast.expr, scope: Scope) -> tuple[ast.Call | None, Scope]:
         """The `partial(f, ...)` call a name called is bound to, its one binding (`f = partial(loss,
-        model)`): a call of it passes what the partial binds first."""
-        if type(func) is not ast.Name:
-            return None
-        bindings = self.scopes.lookup(scope, func.id, (func.lineno, func.col_offset))
-        value = bindings[0].value if len(bindings) == 1 else None
+        model)`), or an attribute the file's one store of its name sets (`self.loss_fn =
+        partial(LOSSES[name], self)`, then `state.loss_fn(p, x)`): a call of it passes what the
+        partial binds first. Also the scope it is written in."""
+        if type(func) is ast.Name:
+            bindings = self.scopes.lookup(scope, func.id, (func.lineno, func.col_offset))
+            value, where = (bindings[0].value, bindings[0].scope) if len(bindings) == 1 else (None, scope)
+        elif type(func) is ast.Attribute and (stored := self._stored_partials().get(func.attr)) is not None:
+            value, where = stored
+        else:
+            return None, scope
         if not (isinstance(value, ast.Call) and value.args and type(value.args[0]) is not ast.Starred
-                and _imported(self.refs(value.func, bindings[0].scope, 1)) & torch_names.PARTIAL):
-            return None
-        return value
+                and _imported(self.refs(value.func, where, 1)) & torch_names.PARTIAL):
+            return None, scope
+        return value, where
+
+    def _stored_partials(self) -> dict[str, tuple[ast.Call, Scope]]:
+        """name -> (the call, its scope) for each attribute name the file stores once, as
+        `self.name = <a call>` in a method, and names no function of."""
+        if self._partials is None:
+            stores: dict[str, list] = {}
+            defined = set()
+            for statement, scope in self.model.statements:
+                if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    defined.add(statement.name)
+                elif type(statement) is ast.Assign:
+                    for target in statement.targets:
+                        for node in walk(target):
+                            if isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
+                                stores.setdefault(node.attr, []).append((node, statement, scope))
+            self._partials = {name: (found[0][1].value, found[0][2]) for name, found in stores.items()
+                              if len(found) == 1 and name not in defined and found[0][0] is found[0][1].targets[0]
+                              and isinstance(found[0][0].value, ast.Name) and isinstance(found[0][1].value, ast.Call)}
+        return self._partials
 
     def _grad_mode_of_wrapper(self, call: ast.Call, scope: Scope) -> Optional[tuple[str, bool]]:
         """(api, inference) for `torch.no_grad()(f)`, `torch.inference_mode()(f)`,
