@@ -257,14 +257,14 @@ def _reads(model: SemanticModel, statements: list[ast.AST], scope: Scope) -> lis
             todo.extend((target, node.op, node.value))
             continue
         found.append(node)
-        if isinstance(node, ast.Attribute) and (_constant_attribute(model, node, scope)
-                                                or module_state(model, node, scope) or _inherited_state(model, node, scope)):
+        if isinstance(node, ast.Attribute) and (_constant_attribute(model, node, scope) or module_state(
+                model, node, scope) or _inherited_state(model, node, scope)):
             continue
         if isinstance(node, ast.expr) and activity.no_derivative(node, names_of):
-            found += [below for below in walk(node) if below is not node and isinstance(below, (ast.Call, *_UNKNOWABLE))]
+            found += [below for below in walk(node) if below is not node and isinstance(below, _STILL_LOOKED_AT)]
             continue
         if isinstance(node, ast.Subscript):  # `self.codebook[idx]`: no derivative flows through an index
-            found += [below for below in walk(node.slice) if isinstance(below, (ast.Call, *_UNKNOWABLE))]
+            found += [below for below in walk(node.slice) if isinstance(below, _STILL_LOOKED_AT)]
             todo.append(node.value)
             continue
         todo.extend(child_nodes(node))
@@ -478,12 +478,12 @@ _GIVEN_NODES = (ast.Name, ast.Attribute, ast.Subscript, ast.Constant, ast.BinOp,
 
 
 def _given(model: SemanticModel, value: ast.expr, scope: Scope) -> bool | None:
-    """`alpha`, `cfg.alpha`, `dim // heads`, `cfg.get("eps", 1e-6)`, `Dynamics(dim)`: a value `__init__`
-    computes from its parameters (not `self`), literals and the module's classes alone; True when those parameters are numbers (annotated
-    `int`, `float` or `bool`, or a number by default: `eps=1e-6`), or `float(...)` or `int(...)` makes
-    it one; None for any other value. As the object's own state, what the caller gave is a
-    constant to a transform of the object's call, as a parameter (which `functional_call` varies)
-    would be; a number is a constant to tracers too."""
+    """`alpha`, `cfg.alpha`, `dim // heads`, `cfg.get("eps", 1e-6)`, `Dynamics(dim)`: a value
+    `__init__` computes from its parameters (not `self`), literals and the module's classes alone;
+    True when those parameters are numbers (annotated `int`, `float` or `bool`, or a number by
+    default: `eps=1e-6`), or `float(...)` or `int(...)` makes it one; None for any other value. As
+    the object's own state, what the caller gave is a constant to a transform of the object's call,
+    as a parameter (which `functional_call` varies) would be; a number is a constant to tracers too."""
     if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in _NUMBER_TYPES \
             and not model.scopes.lookup(scope, value.func.id, (value.lineno, value.col_offset)):
         return True if _given(model, ast.Tuple(value.args, ast.Load()), scope) is not None else None
@@ -564,7 +564,7 @@ def _reads_only_constants(model: SemanticModel, node: ast.AST, scope: Scope, fou
             return False
         if module_state(model, node, scope) and not constant_state(model, node, scope) \
                 or _inherited_state(model, node, scope):
-            found[STATE] = None  # (a buffer, `register_buffer` or a plain tensor, or a number: no tensor that requires grad)
+            found[STATE] = None  # (a buffer, or a number: no tensor that requires grad)
         return True
     if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
         return _name_only_on(model, node, scope, found, depth)
@@ -600,6 +600,7 @@ def _depends_only_on(model: SemanticModel, value: ast.AST, scope: Scope, found: 
 
 _UNKNOWABLE = (*FUNCTION_NODES, ast.ClassDef, ast.Yield, ast.YieldFrom, ast.Await, ast.Global, ast.Nonlocal,
                ast.NamedExpr)
+_STILL_LOOKED_AT = (ast.Call, *_UNKNOWABLE)  # below an index or a value with no derivative: whether calls are harmless
 
 
 def _constant_callee(model: SemanticModel, func: ast.expr, scope: Scope) -> bool:
@@ -775,7 +776,8 @@ def _read_after_only_without_derivative(region: GradModeChange, body: list[ast.s
                     return False  # (unpacked: which element is which is not told)
                 continue
             values.setdefault(target.id, []).append(statement.value)
-    return bool(read) and all(activity.no_derivative(value, names_of) for name in read for value in values.get(name, [None]))
+    return bool(read) and all(activity.no_derivative(value, names_of)
+                              for name in read for value in values.get(name, [None]))
 
 
 def _only_returned(region: GradModeChange, names: set[str], inside: set[int]) -> bool:

@@ -72,7 +72,8 @@ class ParameterDependence:
             if kind is ast.Constant or node is None:  # (a dict's `**d` has no key)
                 continue
             if kind is ast.Compare or kind is ast.Attribute and node.attr in activity.PLAIN_ATTRIBUTES \
-                    or kind is ast.Call and self._integer_call(node) or kind is ast.BinOp and type(node.op) is ast.FloorDiv:
+                    or kind is ast.Call and self._integer_call(node) \
+                    or kind is ast.BinOp and type(node.op) is ast.FloorDiv:
                 continue  # `x.shape[0]`, `x.size(1)`, `len(x)`, `x > 0`: no derivative, whatever it reads
             if kind is ast.Attribute and type(node.value) is ast.Name and node.value.id == "self" \
                     and self._resolved(node.value) is True:  # (a captured `self` is read as any name)

@@ -935,8 +935,8 @@ class Project:
         values = [value for ref in refs for value in self.resolve(module, ref)]
         if not path:  # (what the transform is given itself: varied as its arguments; a method a closure
             if caller is not None:  # calls is followed from the closure, where the call tells what is varied)
-                values = [passed for value in values for passed in (
-                    self._passed_here(value, caller) if value[0] == "P" and (value[1], value[2]) != caller else (value,))]
+                values = [passed for value in values for passed in (self._passed_here(value, caller)
+                          if value[0] == "P" and (value[1], value[2]) != caller else (value,))]
             return list(dict.fromkeys(function for value in values for function in self.runs(value)))
         for name in path.split("."):
             if name[:1] == "[":
@@ -1537,8 +1537,8 @@ class Project:
         """The functions the loaded modules register as hooks (asked once linking is done): what
         running a module gives them is not what its call passes."""
         if self._hooks is None:
-            self._hooks = {function for module in self.loaded() for value in self._values(module, self.summary(module).hooks)
-                           for function in self.runs(value)}
+            self._hooks = {function for module in self.loaded()
+                           for value in self._values(module, self.summary(module).hooks) for function in self.runs(value)}
         return self._hooks
 
     # -- grad mode carried across calls ----------------------------------------------------------------
@@ -1752,8 +1752,8 @@ class Project:
         stored: set[str] = set()
         for caller in callers:
             function = self.function(caller)
-            calls = [ref for ref in function.calls if key in [(f[1], f[2]) for f in self._functions(caller[0], [ref])]] \
-                if function else ()
+            calls = [ref for ref in function.calls
+                     if key in [(f[1], f[2]) for f in self._functions(caller[0], [ref])]] if function else ()
             if not calls or any(ref not in function.unused_results for ref in calls):
                 return False
             stored.update(name for ref in calls for name in function.unused_results[ref])
