@@ -1857,7 +1857,8 @@ class Project:
             for module in self.loaded():
                 for function in self.summary(module).functions.values():
                     for source in function.sources:
-                        targets = self._functions(module, source.targets)
+                        targets = self._functions(module, source.targets) or [  # `jit.trace(model)` in a helper
+                            f for ref in source.targets for f in self._run_on_parameter(module, ref)]
                         if DROPS in source.modes and not (source.gradient_step and targets):
                             facts.plain_tracings += [(value[1], value[2]) for value in targets] or [None]
             self._flow = facts
