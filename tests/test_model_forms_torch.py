@@ -418,6 +418,7 @@ def test_regions_on_what_the_constructor_was_given():
     v = torch.tensor([1.0, -2.0, 0.5], dtype=torch.float64)
     assert torch.allclose(module.pushforward(X, v), jacrev(module.features)(X) @ v)
     assert torch.allclose(module.jacobian(X), jacrev(module.Encoding(2, 0.7))(X))
+    assert torch.allclose(module.windowed(X), jacrev(module.Windowed(1.5))(X))
     h = torch.linspace(-1.0, 2.0, 12, dtype=torch.float64).reshape(3, 4)
     x1, x2 = h.clone().requires_grad_(), h.clone().requires_grad_()
     (module.annealed(x1) * h).sum().backward()

@@ -376,8 +376,16 @@ def constant_state(model: SemanticModel, node: ast.Attribute, scope: Scope) -> b
 
 
 def _state_kind(model: SemanticModel, own: ast.Attribute, scope: Scope) -> str | None:
+    """What `self.<name>` holds in a method of its class, as `__init__` makes it (`_state_attributes`);
+    in a class that stores nothing of that name (a mixin's method reading what the class it is mixed
+    into sets), what every class of the file storing it makes, when they agree."""
     kinds = _state_attributes(model).get(own.attr)
-    return kinds.get(scope.parent.node) if kinds is not None and scope.parent is not None else None
+    if kinds is None or scope.parent is None:
+        return None
+    if scope.parent.node in kinds:
+        return kinds[scope.parent.node]
+    made = set(kinds.values())
+    return made.pop() if len(made) == 1 else None
 
 
 def held_constant(model: SemanticModel, node: ast.Attribute, scope: Scope) -> bool:
