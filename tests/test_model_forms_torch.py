@@ -665,3 +665,11 @@ def test_regions_whose_values_leave_only_as_indices():
     module = checker_fixture("ng004_indices_negatives")
     z = torch.linspace(-0.9, 0.7, 6, dtype=torch.float64).reshape(2, 3)
     assert torch.allclose(module.jacobian(z), jacrev(module.quantiser)(z))
+
+
+def test_a_closure_applying_a_transform_called_in_a_region():
+    """fixtures/checker/ng001_called_closures.py: the Hessian-vector product the conjugate gradient
+    calls under `no_grad` is the one computed outside it (12 w^2 v): the region is ignored."""
+    module = checker_fixture("ng001_called_closures")
+    w, v = X.clone(), torch.tensor([1.0, -1.0, 0.5], dtype=torch.float64)
+    assert torch.allclose(module.solve(w, v)[0], 12 * w ** 2 * v)

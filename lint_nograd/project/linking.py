@@ -1600,9 +1600,10 @@ class Project:
         if self._applying_names is None:
             functions = [(called_as(name), {_last_name(ref) for ref in function.calls}, bool(function.applied))
                          for module in self.loaded() for name, function in self.summary(module).functions.items()]
-            applying = {name for name, _, applied in functions if applied and name}
+            applying = {name for name, _, applied in functions if applied}  # ("" for a closure, a lambda)
+            named = applying - {""}
             self._applying_names = applying | {name for name, calls, _ in functions if name
-                                               and not name.startswith("__") and not calls.isdisjoint(applying)}
+                                               and not name.startswith("__") and not calls.isdisjoint(named)}
         return self._applying_names
 
     def _applied_in_mode(self, key: FunctionKey, inference: bool, depth: int = 0) -> tuple:
