@@ -121,8 +121,10 @@ def flow_of(model: SemanticModel, region: GradModeChange) -> Flow:
             isinstance(node, (ast.Name, ast.Tuple, ast.List, ast.Store)) for target in (
                 s.targets if isinstance(s, ast.Assign) else [s.target]) for node in walk(target)) for s in body[:-1])
     returned_only = (local_only and bool(bound) or returning) and _only_returned(region, bound, inside)
-    if local_only and bound and _read_after_only_without_derivative(region, body, bound, inside, names_of):
-        return Flow(inert=NO_DERIVATIVE)
+    if local_only and bound and not any(isinstance(node, ast.Attribute) and node.attr in _AUTOGRAD_STATE
+                                        for node in nodes) \
+            and _read_after_only_without_derivative(region, body, bound, inside, names_of):
+        return Flow(inert=NO_DERIVATIVE)  # (`(x * 2).requires_grad` reads what grad mode makes: not so)
     return Flow("", inputs, _stores(region, targets, inside) if plain else (), local_only, assumes, cut_after, mutates,
                 aux_only, returned_only)
 
