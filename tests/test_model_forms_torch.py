@@ -673,3 +673,12 @@ def test_a_closure_applying_a_transform_called_in_a_region():
     module = checker_fixture("ng001_called_closures")
     w, v = X.clone(), torch.tensor([1.0, -1.0, 0.5], dtype=torch.float64)
     assert torch.allclose(module.solve(w, v)[0], 12 * w ** 2 * v)
+
+
+def test_a_method_decorated_by_a_decorator_entering_a_region():
+    """fixtures/checker/ng004_decorated_methods.py: the wrapper of `@without_autograd` runs the
+    method in its region, which forward mode ignores: jacfwd disagrees with jacrev. With the
+    look-alike decorator (`counted_only`), the two agree."""
+    module = checker_fixture("ng004_decorated_methods")
+    assert not torch.allclose(module.jacobian(X), jacrev(module.Model())(X))
+    assert torch.allclose(jacfwd(module.Model(counted_only=True))(X), jacrev(module.Model(counted_only=True))(X))

@@ -620,6 +620,9 @@ class Project:
             info = summary.classes.get(cls) if summary else None
             if info is None:
                 continue
+            if name in info.methods and name in info.attributes:  # decorated by a decorator of the project:
+                found = [value for ref in info.attributes[name] for value in self.resolve(module, ref)]  # what it
+                return tuple((*value[:3], bound) if value[0] == "F" else value for value in found)  # returns
             if name in info.methods:
                 function = summary.functions.get(info.methods[name])
                 kind = function.kind if function is not None else ""

@@ -1277,6 +1277,11 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
                 self._field(name, statement, fields)
             elif isinstance(statement, ast.ClassDef):  # `Outer.Inner`
                 self.classes[name].attributes[statement.name] = (("cls", self.model.name_of(statement)),)
+            elif isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                    _root(ref)[0] != "imp" or not _root(ref)[1].startswith((*_NOT_THE_PROJECTS, *_STANDARD_DECORATORS))
+                    for decorator in statement.decorator_list for ref in self.refs(decorator)):
+                # `@without_autograd def step(self, ...)`: the method is what the project's decorator returns
+                self.classes[name].attributes[statement.name] = self._decorated(statement, self.scope, 0)
             self.visit(statement)
         self.scope, self.method_class = outer
 
@@ -1890,6 +1895,7 @@ _GENERICS = {**dict.fromkeys(("Optional", "Union"), "any"),
                               "defaultdict"), "values")}
 _NOT_THE_PROJECTS = ("torch.", "functorch.", "typing.", "typing_extensions.", "collections.", "builtins.",
                      "numpy.", "dataclasses.", "enum.", "pathlib.")
+_STANDARD_DECORATORS = ("functools.", "abc.", "contextlib.")  # (they hand back the function, or what calls it)
 _TYPE = frozenset({"builtins.type"})
 _BUILTIN_CALLS = frozenset(name.partition(".")[2] for table in (library.CALLS_ON_ELEMENTS, library.RETURNS_ARGUMENT, _TYPE)
                            for name in table if name.startswith("builtins."))
