@@ -682,3 +682,46 @@ def test_a_method_decorated_by_a_decorator_entering_a_region():
     module = checker_fixture("ng004_decorated_methods")
     assert not torch.allclose(module.jacobian(X), jacrev(module.Model())(X))
     assert torch.allclose(jacfwd(module.Model(counted_only=True))(X), jacrev(module.Model(counted_only=True))(X))
+
+
+def test_a_model_handed_back_by_a_call_that_unwraps_it_then_traced():
+    """fixtures/checker/ng005_unwrapped_arguments.py: the trace of what `unwrap` hands back
+    differentiates through the model's region, where eager mode does not; the head a call makes
+    of the model has no region, and its trace agrees with eager mode."""
+    module = checker_fixture("ng005_unwrapped_arguments")
+    assert traced_minus_eager(module.model, module.traced) > 0.1
+    head = module.nn.Linear(3, 3).double()
+    head.load_state_dict(module.head.state_dict())
+    assert traced_minus_eager(head, module.head) == 0
+
+
+def test_a_name_bound_again_in_a_branch_keeps_what_it_held():
+    """fixtures/checker/ng004_conditional_bindings.py: when `frozen` is False, `jacfwd` is given
+    the whole model, and forward mode differentiates the head's statistic that reverse mode does
+    not; the look-alike's backbone has no region, and both modes agree."""
+    module = checker_fixture("ng004_conditional_bindings")
+    model = module.Model()
+    assert float((module.full - jacrev(model)(module.X)).abs().max()) > 0.1
+    assert float((module.backbone - jacrev(model.backbone)(module.X)).abs().max()) == 0
+
+
+def test_a_decorator_wrapper_runs_only_the_method_it_decorates():
+    """fixtures/checker/ng003_decorated_methods.py: under `no_grad`, calling the model runs `forward`
+    through the wrappers, which computes; `refine`, wrapped by the same decorators, raises there."""
+    module = checker_fixture("ng003_decorated_methods")
+    x = torch.linspace(-1.0, 1.0, 3, dtype=torch.float64)
+    assert float(module.evaluate(x)) == pytest.approx(float((x ** 2).sum()) * 1.0)
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        module.polish(x)
+    assert module.acquisition.refine(x).shape == x.shape  # outside the region it runs
+
+
+def test_an_operation_differentiated_where_a_caller_region_holds():
+    """fixtures/checker/ng003_inline_outputs.py: `torch.autograd.grad((x ** 2).sum(), x)` raises in a
+    caller's `no_grad`; under `enable_grad()`, or on a loss the caller made before its region, it runs."""
+    module = checker_fixture("ng003_inline_outputs")
+    x = torch.linspace(-1.0, 1.0, 3, dtype=torch.float64)
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        module.polish(x)
+    assert torch.allclose(module.guarded(x), x - 0.2 * x)
+    assert torch.allclose(module.given(x.clone()), 2 * x)

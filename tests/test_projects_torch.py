@@ -103,6 +103,9 @@ CASES = [project for project in sorted(PROJECTS.iterdir()) if project.is_dir()]
 # ... tests/test_backward_chains_torch.py, tests/test_grad_mode_calls_torch.py, test_reach_forms_torch.py,
 # test_model_forms_torch.py (held_objects)
 NO_REGION_FINDINGS = ("backward_through_calls", "generators", "grad_mode_calls", "held_objects")
+# projects whose region is in a closure (a hook), which these tests cannot call alone: run by a test of their own
+RUN_ALONE = ("hooked_helpers",)
+CASES = [project for project in CASES if project.name not in RUN_ALONE]
 
 
 @pytest.mark.parametrize("project", CASES, ids=lambda project: project.name)
@@ -212,3 +215,35 @@ def test_a_statistic_kept_where_nothing_reads_it():
             traced(x1).pow(2).sum().backward()
             model(x2).pow(2).sum().backward()
             assert (not torch.allclose(x1.grad, x2.grad)) == found, make.__name__
+
+
+def test_a_hook_a_helper_registers_on_the_model_it_is_given(capsys, tmp_path):
+    """fixtures/projects/hooked_helpers: `attach_centering(net)` registers a hook on a submodule of
+    `net` and returns only its handle; `jacfwd` of a copy of `net` runs the hook, and forward mode
+    differentiates the mean its region computes, where reverse mode does not. The monitor's hook
+    only counts calls: forward and reverse mode agree. After `fix`, they agree for both."""
+    project = PROJECTS / "hooked_helpers"
+    assert [(f["filename"], f["code"]) for f in findings(project, capsys)] == [("pkg/hooks.py", "NG004")]
+
+    def agreement(root: Path) -> dict[str, bool]:
+        with imported_from(root):
+            run = importlib.import_module("scripts.run")
+            model = importlib.import_module("pkg.model")
+            found = {}
+            for name in ("centred", "monitored"):
+                net, forward = getattr(run, name)()
+                reverse = jacrev(model.Averaged(net))(run.X)
+                found[name] = torch.allclose(forward, reverse)
+            return found
+
+    assert agreement(project) == {"centred": False, "monitored": True}
+    copy = tmp_path / project.name
+    shutil.copytree(project, copy)
+    old = Path.cwd()
+    os.chdir(copy)
+    try:
+        cli.main(["fix", "--no-cache", "."])
+    finally:
+        os.chdir(old)
+    capsys.readouterr()
+    assert agreement(copy) == {"centred": True, "monitored": True}

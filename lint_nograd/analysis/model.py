@@ -854,11 +854,9 @@ class _FrameWalker(TableVisitor):
             source = self._graphless_source(value, statement)  # `loss = (y ** 2).mean()`, `y = evaluate(b)`
             if source is not None:
                 graphless = _GraphlessValue(statement, source.region, blocks, source.callee, source.scope)
-        state = self._frame.state
         computed = None  # computed by an operation where the caller's mode holds (NG003 across calls)
-        if self._follows_caller_mode and state.inference is None and state.grad_enabled is not False \
-                and _is_operation(value) and graph_sources(value, self._is_torch, lambda name: True) is not None:
-            computed = (state.grad_enabled is True, blocks)
+        if self._computed_in_caller_mode(value):
+            computed = (self._frame.state.grad_enabled is True, blocks)
         for target in targets:
             for name in _assigned_names(target):
                 if graphless is not None:
@@ -892,6 +890,13 @@ class _FrameWalker(TableVisitor):
         elif node.attr == "requires_grad_" and isinstance(node.value, ast.Name):
             self._frame.in_caller_mode.pop(node.value.id, None)  # `y.requires_grad_()`: a leaf to differentiate
         self.visit(node.value)
+
+    def _computed_in_caller_mode(self, value: ast.expr | None) -> bool:
+        """Whether an operation computes `value` here where the caller's mode holds: in a caller's
+        `no_grad`, it has no graph, whatever its inputs have."""
+        state = self._frame.state
+        return self._follows_caller_mode and state.inference is None and state.grad_enabled is not False \
+            and _is_operation(value) and graph_sources(value, self._is_torch, lambda name: True) is not None
 
     def _in_caller_mode(self, name: ast.Name) -> bool:
         """Whether a name holds a value computed here where the caller's mode holds (`in_caller_mode`)."""
@@ -943,6 +948,10 @@ class _FrameWalker(TableVisitor):
         else:
             return
         for output in outputs:  # computed here, in the caller's mode: a caller's region leaves no graph
+            if self._computed_in_caller_mode(output):  # `torch.autograd.grad((x ** 2).sum(), x)`
+                self.model.caller_mode_backwards.append(BackwardInCallerMode(
+                    call, self._frame.function, self._frame.state.grad_enabled is True))
+                break
             sources = graph_sources(output, self._is_torch, self._in_caller_mode) if output is not None else None
             if sources and all(isinstance(source, ast.Name) and self._in_caller_mode(source) for source in sources):
                 self.model.caller_mode_backwards.append(BackwardInCallerMode(

@@ -2,8 +2,10 @@
 
 `Scopes.qualified_names` answers "what does this expression refer to?" from any scope, the way
 Python resolves names: the nearest enclosing function scope that binds the name wins, class scopes
-do not enclose their methods, `global` and `nonlocal` redirect. In the scope of the use, the last
-binding before it counts. A scope's bindings are collected the first time a name is looked up in
+do not enclose their methods, `global` and `nonlocal` redirect. In the scope of the use, the
+bindings that may reach it count: the last one before it that always runs on the way there, those
+after it in a branch or a loop that may run instead, and those later in a loop around the use (the
+next turn reads them: `model = model.module` in a `while`). A scope's bindings are collected the first time a name is looked up in
 it, from its statements alone, so functions nobody asks about cost nothing.
 """
 from __future__ import annotations
@@ -61,6 +63,9 @@ class Binding:
     # value it is assigned (`model = model.eval()` reads the binding before it)
     position: tuple[int, int] = (0, 0)
     iterated: Optional[ast.expr] = None  # for `for name in it`: `it`, whose elements the name takes
+    # the blocks around it that may not run, outermost first: (start, end, loop) of each, `loop` the
+    # start of the loop statement whose body it is (None for a branch)
+    blocks: tuple = ()
 
     @property
     def scope(self) -> "Scope":
@@ -97,13 +102,14 @@ class _Binder:
         self._ref = weakref.ref(scope)
         self._bindings = scope._bindings
         self._after: ast.expr | None = None  # what is evaluated before the names bound now hold
+        self._blocks: tuple = ()  # the blocks that may not run around the statement walked (`Binding.blocks`)
 
     def bind(self, name: str, node: ast.AST, imported: str | None = None, value: ast.expr | None = None,
              iterated: ast.expr | None = None):
         after = self._after
         position = (after.end_lineno, after.end_col_offset) if after is not None else \
             (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
-        binding = Binding(name, node, self._ref, imported, value, position, iterated)
+        binding = Binding(name, node, self._ref, imported, value, position, iterated, self._blocks)
         bindings = self._bindings.get(name)
         if bindings is None:
             self._bindings[name] = [binding]
@@ -148,7 +154,16 @@ class _Binder:
                 self.statements(statement.orelse)
                 continue
             for field_name in _BODIES_OF.get(kind, ()):
-                self.statements(getattr(statement, field_name))
+                body = getattr(statement, field_name)
+                if not body or kind in _ALWAYS_RUN or field_name in ("finalbody", "handlers", "cases"):
+                    self.statements(body)
+                    continue
+                outer = self._blocks
+                loop = (statement.lineno, statement.col_offset) if kind in _LOOPS and field_name == "body" else None
+                self._blocks = (*outer, ((body[0].lineno, body[0].col_offset),
+                                         (body[-1].end_lineno, body[-1].end_col_offset), loop))
+                self.statements(body)
+                self._blocks = outer
 
     def typing_only(self, statements: list) -> None:
         """`if TYPE_CHECKING:` runs only for type checkers: its imports bind a name to nothing
@@ -219,6 +234,10 @@ class _Binder:
                 self.targets(elts[0])
                 self.elements(elts[1], func.value)  # the values of a mapping are its elements
                 return
+            if isinstance(func, ast.Attribute) and func.attr.startswith("named_") and len(elts) == 2:
+                self.targets(elts[0])  # `for name, m in model.named_modules()`: `m` takes the elements of the pairs
+                self.elements(elts[1], iterable)
+                return
         self.targets(target)
 
     def aug_assign(self, node: ast.AugAssign) -> None:
@@ -252,6 +271,8 @@ class _Binder:
                 self.bind(name, pattern)
 
 
+_ALWAYS_RUN = (ast.With, ast.AsyncWith)  # statements whose body runs whenever they do
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _DEFINITIONS = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef})  # bind their name, no more
 # How each kind of statement binds names (dispatched on the type: this sees every statement of every scope).
 _BIND = {ast.Import: _Binder.import_, ast.ImportFrom: _Binder.import_from, ast.Assign: _Binder.assign,
@@ -300,8 +321,28 @@ class Scopes:
         bindings = (scope._bindings if scope._bindings is not None else scope.bindings).get(name)
         if bindings and len(bindings) == 1 and not scope.is_class:
             return bindings  # before the use or not, it is the one
+        if not bindings or scope.is_class:
+            return self._in_order(scope, name, bindings, position)
+        found, after = [], []
+        for binding in bindings:
+            (found if binding.position <= position else after).append(binding)
+        if found:  # back from the last one, up to one that always runs before the use
+            last = len(found) - 1
+            while last > 0 and not _always_before(found[last], position):
+                last -= 1
+            while last > 0 and found[last - 1].node is found[last].node:  # `for f in (f1, f2)`: both
+                last -= 1
+            found = found[last:]
+        found += [b for b in after if b.blocks and any(loop is not None and loop <= position <= end
+                                                      for _, end, loop in b.blocks)]
+        return found or bindings
+
+    def _in_order(self, scope: Scope, name: str, bindings: list[Binding] | None,
+                  position: tuple[int, int]) -> list[Binding]:
+        """The last binding before the use, for a class body (which runs once, in order) and a name
+        this scope does not bind."""
         before = [b for b in bindings if b.position <= position] if bindings else None
-        if not before and (not bindings or scope.is_class):
+        if not before:
             # a class body reads the enclosing scope's name until it binds its own (`act = staticmethod(act)`)
             enclosing = scope._from_enclosing.get(name)
             if enclosing is None:
@@ -364,6 +405,11 @@ def _type_checking(test: ast.expr) -> bool:
     """`TYPE_CHECKING` or `typing.TYPE_CHECKING`."""
     return isinstance(test, ast.Name) and test.id == "TYPE_CHECKING" or \
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+
+
+def _always_before(binding: Binding, position: tuple[int, int]) -> bool:
+    """Whether a binding before `position` runs on every way there: the use is inside every block around it."""
+    return all(start <= position <= end for start, end, _ in binding.blocks)
 
 
 def _enclosing_bindings(scope: Scope | None, name: str) -> list[Binding]:

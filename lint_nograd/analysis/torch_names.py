@@ -137,7 +137,7 @@ class Scan:
         data = self.data
         return TextIndex(self.regions, any(map(self.has, _APPLIES)),
                          _calls_backward(data),
-                         _imports(self.imports))
+                         _imports(self.imports), b"register_forward" in data)
 
     def names_a_func_module(self, word: bytes) -> bool:
         """`func.grad`, `functorch.grad`, `from torch.func import (jacfwd, grad)`, or an alias or a
@@ -169,17 +169,18 @@ class TextIndex:
     applies: bool  # it may apply a transform or a tracer
     backward: bool  # it may call backward (`.backward(`, or autograd's `grad` or `backward`)
     imports: tuple[str, ...]  # the modules its imports name, relative ones with their dots
+    hooks: bool = False  # it may register a forward hook (on a model it is given, say)
 
     def to_json(self) -> list:
-        return [self.regions, self.applies, self.backward, list(self.imports)]
+        return [self.regions, self.applies, self.backward, list(self.imports), self.hooks]
 
     @classmethod
     def from_json(cls, data: list) -> "TextIndex":
-        regions, applies, backward, imports = data
-        if not all(isinstance(flag, bool) for flag in (regions, applies, backward)) or \
+        regions, applies, backward, imports, hooks = data
+        if not all(isinstance(flag, bool) for flag in (regions, applies, backward, hooks)) or \
                 not all(isinstance(name, str) for name in imports):
             raise TypeError("not a text index")
-        return cls(regions, applies, backward, tuple(imports))
+        return cls(regions, applies, backward, tuple(imports), hooks)
 
 
 def _with_line_feeds(data: bytes) -> bytes:

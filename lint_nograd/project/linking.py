@@ -209,6 +209,9 @@ class Project:
         self._unnamed_depth = 0  # how many unnamed call sites are being resolved, one inside another
         self._wanted: dict[FunctionKey, None] = {}  # see `callers_wanted`
         self._hooks: Optional[set[Value]] = None  # `_hook_functions`
+        self._hooked_keys: list[tuple[str, str, str, tuple[Ref, ...]]] = []  # `_hooks_given`: the parameters hooked,
+        self._hooked_seen = 0  # in the first modules loaded,
+        self._hooked: dict[tuple[str, str], list[tuple[str, tuple[Ref, ...]]]] = {}  # and by the class given them
         # the parameters whose values finding another's asked for (at the depth it was found at)
         self._needs: dict[tuple[str, str, str], set[tuple[str, str, str]]] = {}
         self._asking: list[tuple[int, set]] = []  # (depth, asked) of each `passed` being found
@@ -701,8 +704,14 @@ class Project:
         field of a dataclass (`act: Callable = smooth`), what its constructions pass by its name too."""
         yield from self.resolve(module, ref)
         if ref[0] == "param":
-            if self._following:
-                yield from self.passed(module, ref[1], ref[2])
+            if self._following:  # (a parameter of the function making the object: what its calls pass,
+                given = list(dict.fromkeys(self.passed(module, ref[1], ref[2])))  # `Averaged(model)` in
+                at = 0  # `def f(model)`), in order, each once
+                while at < len(given) and at < _MAX_CLOSURE:
+                    value, at = given[at], at + 1
+                    yield value
+                    if value[0] == "P":
+                        given += [found for found in self.passed(*value[1:]) if found not in given]
             else:  # asked outside a chain (most attributes nothing reaches): not looked for, not remembered
                 self._refused += 1  # (but outside chains, as `_outside_chains` says)
                 self._outside_chain += 1
@@ -904,6 +913,9 @@ class Project:
         elif kind == "I":
             for hooks in self._member(value[1], value[2], library.HOOKS_ATTRIBUTE, True, set()):
                 yield from self.runs(hooks)  # registered on `self`: they run whenever the module does
+            for module, hooks in self._hooks_given(value[1], value[2]):
+                for hook in self._values(module, hooks):
+                    yield from self.runs(hook)
             for method in ("forward", "__call__"):
                 found = self._member(value[1], value[2], method, True, set())
                 if found:
@@ -914,6 +926,30 @@ class Project:
                 yield from self.runs(passed)  # returns): what any call passes to it
         elif kind in ("W", "B", "K"):  # calling `nn.Sequential(...)` runs each module it holds
             yield from self.runs(value[1])
+
+    def _hooks_given(self, module: str, cls: str) -> list[tuple[str, tuple[Ref, ...]]]:
+        """The hooks that functions of the loaded modules register on what a parameter holds, or on a
+        submodule of it (`attach_centering(net)`, returning only the handle), for the objects of a
+        class that calls pass them: (the function's module, the hooks)."""
+        loaded = self.loaded()
+        if self._hooked_seen < len(loaded):
+            for name in loaded[self._hooked_seen:]:
+                self._hooked_keys += [(name, function, parameter, hooks)
+                                      for (function, parameter), hooks in self.summary(name).hooked.items()]
+            self._hooked_seen = len(loaded)
+            self._hooked = {}
+            for name, function, parameter, hooks in list(self._hooked_keys):
+                given, seen = list(self.passed(name, function, parameter)), set()
+                while given:  # through the callers' own parameters (`def setup(model): attach(model)`)
+                    value = given.pop()
+                    if value in seen or len(seen) > _MAX_CLOSURE:
+                        continue
+                    seen.add(value)
+                    if value[0] == "I":
+                        self._hooked.setdefault((value[1], value[2]), []).append((name, hooks))
+                    elif value[0] == "P":
+                        given += self.passed(*value[1:])
+        return self._hooked.get((module, cls), [])
 
     def _values(self, module: str, refs: Iterable[Ref]) -> Iterator[Value]:
         """Lazily: a caller that stops at the first value it wants resolves no more refs."""
@@ -1158,7 +1194,7 @@ class Project:
         for use in self._uses_of(key[0]).get(key, ()):
             if isinstance(use, _Through):  # passed on in a closure a transform runs: what is called runs under it
                 for callee, name, refs in self._helpers(key[0], use.site):
-                    if _passes(key, refs):
+                    if self._hands_on(key, refs):
                         for path in self.parameter((callee[1], callee[2], name)).called:
                             if _rather(sourced.get((path, use.mode)), use.reacher):
                                 sourced[(path, use.mode)] = use.reacher
@@ -1169,7 +1205,7 @@ class Project:
                     sourced[(use[2], use[0])] = use[1]
             elif called or self._may_transform(key[0], use) or self._permissive == 2:  # passed to a helper
                 for callee, name, refs in self._helpers(key[0], use):
-                    if _passes(key, refs):
+                    if self._hands_on(key, refs):
                         more = self.parameter((callee[1], callee[2], name))
                         called |= more.called
                         for path_mode, reacher in more.sourced.items():
@@ -1177,6 +1213,25 @@ class Project:
                                 sourced[path_mode] = reacher
         found = self._parameters[key] = ParameterUse(frozenset(called), sourced)
         return found
+
+    def _hands_on(self, key: tuple[str, str, str], refs: tuple[Ref, ...]) -> bool:
+        """Whether an argument's refs stand for the parameter `key`: the parameter, or what a call
+        in its function returns when that call hands back the parameter it is given (`unwrap(model)`
+        with `def unwrap(m): ... return m`, `prepare(model)` returning `m.eval()`)."""
+        if _passes(key, refs):
+            return True
+        calls = [ref[1] for ref in refs if ref[0] == "call"]
+        function = self.function((key[0], key[1])) if calls else None
+        for site in function.call_sites if function else ():
+            if not any(callee in calls for callee in site.callees):
+                continue
+            bound: list = []
+            for callee in self._functions(key[0], site.callees):
+                self._bind(callee, site, bound)
+            if any(_passes(key, passed) and ("P", callee[1], callee[2], name) in self.returned(callee)
+                   for callee, name, passed in bound):
+                return True
+        return False
 
     def transformed_parameters(self) -> list[tuple[str, str, str]]:
         """The parameters that the functions of the loaded modules hand to a transform or tracer,
@@ -1222,14 +1277,19 @@ class Project:
                         if found is not None:
                             uses[found[0]] += [(mode, _reacher(mode, module, source), found[1])
                                                for mode in source.modes]
+                handed: dict[Ref, dict] = {}  # what a call passing parameters returns may be one of them
                 for site in function.call_sites:
                     passed = {}  # each parameter the site passes, once
                     for refs in _arguments(site):
                         for ref in refs:
                             if ref[0] in _PASSED and (parameter := _parameter(module, ref)) is not None:
                                 passed[parameter] = None
+                            elif ref[0] == "call" and ref[1] in handed:  # (`Project._hands_on` decides)
+                                passed.update(handed[ref[1]])
                     for parameter in passed:
                         uses[parameter].append(site)
+                    for callee in site.callees if passed else ():
+                        handed.setdefault(callee, {}).update(passed)
             for name, function in summary.functions.items() if summary else ():
                 for source in function.sources:  # `jvp(lambda z: model(z), ...)` runs the parameter `model`
                     reachers = [(mode, _reacher(mode, module, source)) for mode in source.modes]
@@ -1477,7 +1537,26 @@ class Project:
                 if callee[1] == parameter[1] and callee[2] == parameter[2]:
                     self._bind(callee, site, bound)
             found += [value for _, name, refs in bound if name == parameter[3] for value in self._values(caller[0], refs)]
-        return found or list(self._passed_on(parameter, set()))
+        if found:
+            return found
+        # a closure of a factory, made elsewhere; a decorator's wrapper runs the function it decorates
+        # (`_decorated` follows into it): not what the decorator is given elsewhere
+        decorated = self._decorated_by(parameter) if (parameter[1], parameter[2]) == _enclosing(caller) else ()
+        return [value for value in self._passed_on(parameter, set()) if value not in decorated]
+
+    def _decorated_by(self, parameter: Value) -> frozenset[Value]:
+        """The functions a decorator is given where it decorates a `def` (`@dec`, `@make(...)`), by its parameter."""
+        key = (parameter[1], parameter[2])
+        sites = [(caller, site, None) for caller, site in self._sites_named(called_as(parameter[2]))]
+        found: list[Value] = []
+        for caller, site, callee in sites + self._unnamed_calls(key):
+            if site.decoration:
+                bound: list = []
+                for function in [callee] if callee else self._functions(caller, site.callees):
+                    if (function[1], function[2]) == key:
+                        self._bind(function, site, bound)
+                found += [v for _, name, refs in bound if name == parameter[3] for v in self._values(caller, refs)]
+        return frozenset(found)
 
     def _method_class(self, key: FunctionKey) -> Optional[str]:
         """The class `key` is a method of (its name in the module), or None."""
@@ -1561,8 +1640,10 @@ class Project:
                             found.append(RunInRegion(call, where, applied, chain))
         return found
 
-    def _mode_callees(self, module: str, refs: Iterable[Ref]) -> list[Value]:
-        """The functions refs run, looking only where a chain may lead to a transform."""
+    def _mode_callees(self, module: str, refs: Iterable[Ref], caller: Optional[FunctionKey] = None) -> list[Value]:
+        """The functions refs run (in `caller`), looking only where a chain may lead to a transform. A
+        decorator's wrapper calling what the decorator was given runs the function it decorates, which
+        its caller runs already (`_decorated`): not every function the decorator decorates."""
         toward = self._toward_transforms
         refs = list(refs)
         named = [ref for ref in refs
@@ -1577,8 +1658,11 @@ class Project:
         self._permissive = 2
         try:
             found = self._functions(module, named) if named else []
-            found += [f for ref in on_parameters for f in self._run_on_parameter(module, ref)
-                      if toward is None or f[1] in toward]
+            for ref in on_parameters:
+                parameter = _parameter_path(module, ref)[0]
+                skip = self._decorated_by(("P", *parameter)) if caller is not None \
+                    and (module, parameter[1]) == _enclosing(caller) else frozenset()
+                found += [f for f in self._run_on_parameter(module, ref, skip) if toward is None or f[1] in toward]
             for ref in on_held:
                 found += self._called_on_held(module, ref)
             return list(dict.fromkeys(found))
@@ -1622,7 +1706,7 @@ class Project:
         found = [(key[0], applied, (key,)) for applied in function.applied if inference or not applied.grad_enabled]
         stops = function.shielded if inference else (*function.guarded, *function.shielded)
         refs = [ref for ref in function.calls if ref not in stops]
-        for callee in self._mode_callees(key[0], refs):
+        for callee in self._mode_callees(key[0], refs, key):
             for where, applied, chain in self._applied_in_mode((callee[1], callee[2]), inference, depth + 1):
                 found.append((where, applied, (key, *chain)))
         self._applied_below[memo] = tuple(found)
@@ -1880,13 +1964,13 @@ class Project:
 
         return self._walk(starts, step)
 
-    def _run_on_parameter(self, module: str, ref: Ref) -> list[Value]:
+    def _run_on_parameter(self, module: str, ref: Ref, skip: frozenset[Value] = frozenset()) -> list[Value]:
         """What calling a parameter (or a method of it: `model.rollout(x)`, `learner.adapt(w, x)`)
-        runs, on what every call passes to it."""
+        runs, on what every call passes to it (but `skip`)."""
         called = _parameter_path(module, ref)
         if called is None:
             return []
-        values = list(self._passed_closure(("P", *called[0])))
+        values = [value for value in self._passed_closure(("P", *called[0])) if value not in skip]
         for name in called[1].split(".") if called[1] else ():
             values = [member for value in values for member in self.attribute(value, name)]
         return [function for value in values for function in self.runs(value)]
@@ -2068,6 +2152,11 @@ def _closure_sites(summary: ModuleSummary, module: str,
                     if parameter is not None and parameter[1] != name:
                         found.append((parameter, site))
     return found
+
+
+def _enclosing(key: FunctionKey) -> FunctionKey:
+    """The function a closure is written in (`dec` for `dec.<locals>.wrapper`)."""
+    return key[0], key[1].rpartition(".<locals>.")[0]
 
 
 def _unwrapped(ref: Ref) -> Ref:

@@ -97,6 +97,7 @@ class CallSite:
     text: str
     receiver: tuple[Ref, ...] = ()  # `net` in `net.export(x)`: the `self` of the method called
     bound: bool = False  # `partial(loss, model=net)`: what a call of its result passes, not a call made here
+    decoration: bool = False  # `@dec` on a `def`: `dec(f)`, the function decorated
 
 
 @dataclass(slots=True)
@@ -219,6 +220,9 @@ class ModuleSummary:
     star_imports: tuple[str, ...] = ()  # `from .layers import *`: the modules, as written
     exports: Optional[tuple[str, ...]] = None  # a literal `__all__`: what `from it import *` binds (None: its public names)
     hooks: tuple[Ref, ...] = ()  # what it registers as hooks: run with (module, inputs, output), not a call's arguments
+    # (function, parameter) -> the hooks it registers on what the parameter holds (or on a submodule of it):
+    # they run whenever what a call passes runs (`attach_centering(net)`, returning only the handle)
+    hooked: dict[tuple[str, str], tuple[Ref, ...]] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         """Plain data (dataclasses.asdict is far slower: it deep-copies every ref)."""
@@ -234,7 +238,7 @@ class ModuleSummary:
 
         def site(c):
             return {"callees": c.callees, "args": c.args, "keywords": c.keywords, "span": span(c.span),
-                    "text": c.text, "receiver": c.receiver, "bound": c.bound}
+                    "text": c.text, "receiver": c.receiver, "bound": c.bound, "decoration": c.decoration}
 
         def region_call(c):
             return {"callees": c.callees, "api": c.api, "inference": c.inference, "span": span(c.span),
@@ -275,6 +279,7 @@ class ModuleSummary:
             "star_imports": self.star_imports,
             "exports": self.exports,
             "hooks": self.hooks,
+            "hooked": [[function, parameter, refs] for (function, parameter), refs in self.hooked.items()],
         }
 
     @classmethod
@@ -298,7 +303,7 @@ class ModuleSummary:
         def call_site(d):
             return CallSite(refs(d["callees"]), tuple(refs(a) for a in d["args"]),
                             {k: refs(v) for k, v in d["keywords"].items()}, span(d["span"]), d["text"],
-                            refs(d["receiver"]), d["bound"] is True)
+                            refs(d["receiver"]), d["bound"] is True, d.get("decoration") is True)
 
         def region_call(d):
             return RegionCall(refs(d["callees"]), d["api"], d["inference"], span(d["span"]), d["text"],
@@ -339,7 +344,8 @@ class ModuleSummary:
                    {k: refs(v) for k, v in data.get("returns", {}).items()},
                    bool(data.get("differentiates_state", True)), tuple(data.get("stored_attributes", ())),
                    tuple(data.get("star_imports", ())),
-                   None if data.get("exports") is None else tuple(data["exports"]), refs(data.get("hooks", ())))
+                   None if data.get("exports") is None else tuple(data["exports"]), refs(data.get("hooks", ())),
+                   {(function, parameter): refs(hooks) for function, parameter, hooks in data.get("hooked", ())})
 
 
 def display_name(name: str) -> str:
@@ -594,6 +600,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         self._region_guards: dict[ast.AST, dict[int, str]] = {}  # `guards.region_guards`, once a function
         self._dependences: dict[ast.AST, varied.ParameterDependence] = {}  # by function, for `_passing`
         self._hooks: dict[Ref, None] = {}  # `ModuleSummary.hooks`
+        self._hooked: dict[tuple[str, str], dict[Ref, None]] = {}  # `ModuleSummary.hooked`
         self._partials: Optional[dict] = None  # `_stored_partials`
         self._unused_at: dict[int, tuple[str, ...]] = {}  # a call whose value goes nowhere -> the attributes stored
         self._results: dict[str, dict[Ref, Optional[tuple[str, ...]]]] = {}  # per function: None where used
@@ -629,7 +636,8 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
                              {name: tuple(refs) for name, refs in self._returns.items() if refs},
                              self.model.text is None or _differentiates_state(self.model.text),
                              _stored_attributes(self.model.text), tuple(module.star_imports),
-                             _literal_all(self.model.module), tuple(self._hooks))
+                             _literal_all(self.model.module), tuple(self._hooks),
+                             {key: tuple(refs) for key, refs in self._hooked.items()})
 
     # -- what an expression refers to -------------------------------------------------------------
 
@@ -1017,6 +1025,10 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
                 module = _submodules_of(binding.iterated)  # `for name, m in model.named_modules():`
             else:
                 break
+        if refs and isinstance(module, ast.Name) and self.function != MODULE_BODY \
+                and (binding := self.scopes.only_binding(module, self.scope)) is not None \
+                and isinstance(binding.node, ast.arg) and binding.scope is self.scope:
+            self._hooked.setdefault((self.function, module.id), {}).update(dict.fromkeys(refs))
         self._add_to(module, refs)
 
     def _add_to(self, container: ast.expr, refs: tuple[Ref, ...]) -> None:
@@ -1136,7 +1148,8 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
                 for ref in callees:
                     calls[ref] = None
                 span = span_of(decorator, self.lines)
-                self.functions[self.function].call_sites.append(CallSite(callees, (decorated,), {}, span, _short(span)))
+                self.functions[self.function].call_sites.append(CallSite(callees, (decorated,), {}, span, _short(span),
+                                                                         decoration=True))
                 decorated = tuple([("decorated", ref, dec) for ref in decorated for dec in callees])[:_MAX_DECORATED]
 
     visit_AsyncFunctionDef = visit_FunctionDef

@@ -320,7 +320,7 @@ def _check_entries(entries: dict) -> None:
     """The shape of every entry (a summary's inside is checked when it is used)."""
     for entry in entries.values():
         if not (isinstance(entry, dict) and entry.keys() <= _ENTRY_KEYS
-                and _is_index(entry.get("index", [False, False, False, []]))
+                and _is_index(entry.get("index", [False, False, False, [], False]))
                 and (entry.get("summary") is None or isinstance(entry["summary"], dict)
                      and entry["summary"].keys() >= _SUMMARY_KEYS)  # later fields are read when used
                 and all(isinstance(entry.get(key, {}), dict) for key in ("local", "finished", "mentions", "passes"))
@@ -331,8 +331,9 @@ def _check_entries(entries: dict) -> None:
 
 
 def _is_index(index: object) -> bool:
-    return (isinstance(index, list) and len(index) == 4 and all(isinstance(flag, bool) for flag in index[:3])
-            and isinstance(index[3], list) and all(isinstance(name, str) for name in index[3]))
+    return (isinstance(index, list) and len(index) == 5 and all(isinstance(flag, bool) for flag in index[:3])
+            and isinstance(index[3], list) and all(isinstance(name, str) for name in index[3])
+            and isinstance(index[4], bool))
 
 
 def _check_files(files: dict) -> None:

@@ -285,7 +285,7 @@ def linked(project: Project, module: str, given: frozenset[str], codes: frozense
                                          f"{project.path(region_module)}:{region.span.row}")
             found.append((None, _at(span, finding.code, message, display_path, finding.severity, finding.help,
                                     related)))
-    if codes & {"NG001", "NG002"}:
+    if codes & {"NG001", "NG002", "NG003"}:  # (a backward run in the region's mode: NG003)
         found += _run_in_regions(project, module, codes, display_path, release, torch_version or default_target())
     if "NG003" in codes:
         for site in summary.backwards:

@@ -164,7 +164,8 @@ class Run:
         if file.module not in self.leading_to_regions and file.module not in self.helpers:
             return False  # (a helper leads to no region itself: what it is handed may)
         return file.index.applies or file.job is not None and file.index.backward or \
-            file.index.regions and file.module in self.toward_transforms  # a call in a region may reach one
+            file.index.regions and file.module in self.toward_transforms or \
+            file.index.hooks  # a hook it registers on a model it is given runs with the model
 
     @functools.cached_property
     def leading_to_regions(self) -> set[str]:
