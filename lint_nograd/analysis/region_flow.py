@@ -71,6 +71,9 @@ class Flow:
     mutates: bool = False  # it changes what an attribute holds in place (`self.mean.mul_(m).add_(x)`)
     aux_only: bool = False  # its locals leave the function only after the first value returned (`has_aux`)
     returned_only: bool = False  # its locals leave the function only by what it returns
+    # the attributes whose containers or tensors it only adds to or changes in place (`self.history.append(r)`,
+    # `self.stats[k] = v`, `self.ema.mul_(d).add_(x)`): left out of the rest, as long as nothing reached reads them
+    adds: tuple[str, ...] = ()
 
 
 def flow_of(model: SemanticModel, region: GradModeChange) -> Flow:
@@ -84,6 +87,7 @@ def flow_of(model: SemanticModel, region: GradModeChange) -> Flow:
         return Flow()
     names_of = names_in(model, scope)
     body, later = [], []  # what the region computes now; calls whose values go nowhere it reads
+    adds: dict[str, None] = {}
     for statement in region.owner.body:
         if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Import, ast.ImportFrom)) \
                 or _enables_grad(model, statement, region):
@@ -95,6 +99,9 @@ def flow_of(model: SemanticModel, region: GradModeChange) -> Flow:
             sink = isinstance(statement, ast.Expr)  # (the sink's call itself aside)
             calls = [node for node in walk(statement.value if sink else statement) if isinstance(node, ast.Call)]
             later += calls[1:] if sink else calls
+        elif (added := _attribute_added(statement)) is not None:
+            adds[added[0]] = None  # (what it is given is computed: the calls in it are looked at)
+            later += [node for given in added[1] for node in walk(given) if isinstance(node, ast.Call)]
         elif not _is_docstring_or_pass(statement):
             body.append(statement)
     nodes = [node for statement in body for node in walk(statement)] + later
@@ -113,7 +120,8 @@ def flow_of(model: SemanticModel, region: GradModeChange) -> Flow:
     inside = {id(node) for statement in region.owner.body if not _enables_grad(model, statement, region)
               for node in walk(statement)}  # (what a `with enable_grad()` block in it reads is read outside)
     cut_after = local_only and bool(bound) and _cut_after(region, bound, inside)
-    mutates = any(_changes_state_in_place(node) for node in nodes if isinstance(node, ast.stmt))
+    mutates = any(_changes_state_in_place(node) for statement in region.owner.body for node in walk(statement)
+                  if isinstance(node, ast.stmt))
     aux_only = local_only and bool(bound) and _only_in_aux(region, bound, inside)
     # (`with torch.no_grad(): return h.abs().mean()` gives its value back the same way)
     returning = harmless and bool(body) and isinstance(body[-1], ast.Return) and body[-1].value is not None \
@@ -126,7 +134,7 @@ def flow_of(model: SemanticModel, region: GradModeChange) -> Flow:
             and _read_after_only_without_derivative(region, body, bound, inside, names_of):
         return Flow(inert=NO_DERIVATIVE)  # (`(x * 2).requires_grad` reads what grad mode makes: not so)
     return Flow("", inputs, _stores(region, targets, inside) if plain else (), local_only, assumes, cut_after, mutates,
-                aux_only, returned_only)
+                aux_only, returned_only, tuple(adds))
 
 
 _ADDING_METHODS = frozenset({"append", "extend", "insert", "add", "update", "appendleft", "setdefault"})
@@ -148,6 +156,34 @@ def _adds_cut_values(call: ast.Call, names_of) -> bool:
     func = call.func
     return isinstance(func, ast.Attribute) and func.attr in _ADDING_METHODS and bool(call.args) \
         and not call.keywords and all(activity.no_derivative(arg, names_of) for arg in call.args)
+
+
+def _attribute_added(statement: ast.stmt) -> tuple[str, list[ast.expr]] | None:
+    """The attribute a statement only adds to or changes in place, and what it gives it: `history`
+    for `self.cfg.history.append(r)`, `stats` for `self.stats[k] = v`, `ema` for `self.ema.mul_(d).add_(x)`."""
+    given: list[ast.expr] = []
+    if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
+        node = statement.value
+        if isinstance(node.func, ast.Attribute) and node.func.attr in _ADDING_METHODS:
+            given += [*node.args, *(k.value for k in node.keywords)]
+            node = node.func.value
+        while type(node) is ast.Call and type(node.func) is ast.Attribute and torch_names.in_place(node.func.attr):
+            given += [*node.args, *(k.value for k in node.keywords)]
+            node = node.func.value  # `a.mul_(m).add_(x)`: down to `a`
+        if node is statement.value:
+            return None
+    elif isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
+            and isinstance(statement.targets[0], ast.Subscript):
+        node = statement.targets[0]
+        given.append(statement.value)
+    else:
+        return None
+    while isinstance(node, ast.Subscript):
+        given.append(node.slice)
+        node = node.value
+    if isinstance(node, ast.Attribute) and node.attr not in ("data", "grad"):
+        return node.attr, given
+    return None
 
 
 def _added_to(statement: ast.stmt) -> ast.Name | None:
@@ -235,11 +271,11 @@ def _enables_grad(model: SemanticModel, statement: ast.stmt, region: GradModeCha
 def _inputs(model: SemanticModel, nodes: list[ast.AST], scope: Scope) -> tuple[str, ...] | None:
     """The parameters of the region's function that what it computes depends on, when everything
     else it reads is a constant; None when it reads anything else."""
-    found: dict[str, None] = {}
+    found: dict = {}  # the parameters, and the bindings looked into (a loop reads what it binds: once each)
     for node in nodes:  # a name the region binds is looked up too: `x = x * 2` in a loop reads `x`
         if not _reads_only_constants(model, node, scope, found, 0):
             return None
-    return tuple(found)
+    return tuple(name for name in found if type(name) is str)
 
 
 def _reads(model: SemanticModel, statements: list[ast.AST], scope: Scope) -> list[ast.AST]:
@@ -442,10 +478,12 @@ def _state_attributes(model: SemanticModel) -> dict[str, dict[ast.ClassDef, str 
         if registered is not None:
             note(registered[0], scope.parent.node if init else None, registered[1])
         for target in stores:
+            # `self.a = A()`, `self.a, self.b = A(), B()`: what each attribute is given
+            values = dict(_paired(target, node.value)) if init and isinstance(node, ast.Assign) else {}
             for below in walk(target):
                 if isinstance(below, ast.Attribute) and not isinstance(below.ctx, ast.Load):
-                    kind = _made(model, node, scope) if init and below is target and isinstance(node, ast.Assign) \
-                        and _first_parameter(scope, below) else None
+                    value = values.get(below)
+                    kind = _made(model, value, scope) if value is not None and _first_parameter(scope, below) else None
                     note(below.attr, scope.parent.node if init else None, kind)
     return found
 
@@ -461,11 +499,19 @@ def _registered(statement: ast.Expr) -> tuple[str, str] | None:
     return None
 
 
-def _made(model: SemanticModel, statement: ast.Assign, scope: Scope) -> str | None:
+def _paired(target: ast.expr, value: ast.expr) -> list[tuple[ast.expr, ast.expr]]:
+    """Each target with the value it is given: `a, b = f(), g()` unpacked element by element."""
+    if isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List)) \
+            and len(target.elts) == len(value.elts) \
+            and not any(isinstance(node, ast.Starred) for node in (*target.elts, *value.elts)):
+        return [pair for element, part in zip(target.elts, value.elts) for pair in _paired(element, part)]
+    return [(target, value)]
+
+
+def _made(model: SemanticModel, value: ast.expr, scope: Scope) -> str | None:
     """"tensor" for `nn.Parameter(...)`, "buffer" for a torch function's result (that does not
     require grad), "module" for a torch module, "given" for a value computed from the parameters
     of `__init__` alone, "number" when those are numbers."""
-    value = statement.value
     given = _given(model, value, scope)
     if given is not None:
         return "number" if given else "given"
@@ -669,6 +715,10 @@ def _name_only_on(model: SemanticModel, name: ast.Name, scope: Scope, found: dic
             return False  # `seen = []`, then `seen.append(x.mean())`: it holds what code puts in
         elif binding.value is not None and (owner is scope or owner.node is model.module):
             # a local computed from ..., or a module-level name: only as constant as its value
+            if binding in found:  # `u = normalize(w @ v)` and `v = normalize(w.t() @ u)` in a loop
+                continue
+            if owner is scope:
+                found[binding] = None
             if owner.node is model.module and _rebound_elsewhere(model, binding):
                 return False
             if not _depends_only_on(model, binding.value, owner, found if owner is scope else {}, depth + 1):

@@ -139,6 +139,8 @@ def modes_that_cannot_matter(region: Region, project: Project | None = None,
     every = frozenset({FORWARD, REVERSE, DROPS})
     if region.inference or region.function is None:
         return frozenset()
+    if region.adds and (project is None or project.reached_reads(region.adds)):
+        return frozenset()  # what it adds to, or changes in place, may be read by what is differentiated
     if region.inert:
         return every
     if project is not None and region.assumes and project.stored_elsewhere(module, region.assumes):

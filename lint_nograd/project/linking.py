@@ -65,6 +65,9 @@ class ParameterUse(NamedTuple):
 
     called: frozenset[str]  # the attribute paths it calls: "" for the parameter itself, "encode", ...
     sourced: dict  # (path, mode) -> the first Reacher of the transforms it hands that path to
+    # the (path, mode) of those a transform is given itself (directly or by other helpers), not only
+    # called in a closure a transform runs (`jvp(lambda p: obj(p, x))`: varied as that call passes)
+    given: frozenset = frozenset()
 
 
 @dataclass(frozen=True)
@@ -1191,27 +1194,32 @@ class Project:
         self._parameters[key] = ParameterUse(frozenset(), {})  # passed back to itself: what is known so far
         called: set[str] = set()
         sourced: dict[tuple[str, str], Reacher] = {}
+        given: set[tuple[str, str]] = set()
         for use in self._uses_of(key[0]).get(key, ()):
             if isinstance(use, _Through):  # passed on in a closure a transform runs: what is called runs under it
                 for callee, name, refs in self._helpers(key[0], use.site):
                     if self._hands_on(key, refs):
                         for path in self.parameter((callee[1], callee[2], name)).called:
+                            given.add((path, use.mode))  # (no edge of the closure reaches what the helper calls)
                             if _rather(sourced.get((path, use.mode)), use.reacher):
                                 sourced[(path, use.mode)] = use.reacher
             elif isinstance(use, str):  # the path called
                 called.add(use)
-            elif isinstance(use, tuple):  # (mode, reacher, path)
+            elif isinstance(use, tuple):  # (mode, reacher, path, whether in a closure)
                 if _rather(sourced.get((use[2], use[0])), use[1]):
                     sourced[(use[2], use[0])] = use[1]
+                if not use[3]:
+                    given.add((use[2], use[0]))
             elif called or self._may_transform(key[0], use) or self._permissive == 2:  # passed to a helper
                 for callee, name, refs in self._helpers(key[0], use):
                     if self._hands_on(key, refs):
                         more = self.parameter((callee[1], callee[2], name))
                         called |= more.called
+                        given |= more.given
                         for path_mode, reacher in more.sourced.items():
                             if _rather(sourced.get(path_mode), reacher):
                                 sourced[path_mode] = reacher
-        found = self._parameters[key] = ParameterUse(frozenset(called), sourced)
+        found = self._parameters[key] = ParameterUse(frozenset(called), sourced, frozenset(given))
         return found
 
     def _hands_on(self, key: tuple[str, str, str], refs: tuple[Ref, ...]) -> bool:
@@ -1275,7 +1283,7 @@ class Project:
                     for ref in source.targets:
                         found = _parameter_element(module, ref)  # `jvp(model)`, `for m in models: jvp(m)`
                         if found is not None:
-                            uses[found[0]] += [(mode, _reacher(mode, module, source), found[1])
+                            uses[found[0]] += [(mode, _reacher(mode, module, source), found[1], False)
                                                for mode in source.modes]
                 handed: dict[Ref, dict] = {}  # what a call passing parameters returns may be one of them
                 for site in function.call_sites:
@@ -1293,8 +1301,8 @@ class Project:
             for name, function in summary.functions.items() if summary else ():
                 for source in function.sources:  # `jvp(lambda z: model(z), ...)` runs the parameter `model`
                     reachers = [(mode, _reacher(mode, module, source)) for mode in source.modes]
-                    for parameter, path in _closure_parameters(summary, module, name, source.targets):
-                        uses[parameter] += [(mode, reacher, path) for mode, reacher in reachers]
+                    for (parameter, path), unreached in _closure_parameters(summary, module, name, source.targets).items():
+                        uses[parameter] += [(mode, reacher, path, not unreached) for mode, reacher in reachers]
                     for parameter, site in _closure_sites(summary, module, source.targets):
                         uses[parameter] += [_Through(site, mode, reacher) for mode, reacher in reachers]
             self._uses[module] = uses
@@ -1428,7 +1436,8 @@ class Project:
         """`hvp(energy, x, v)` with `def hvp(f, x, v): return jvp(grad(f), ...)` reaches `energy`
         (for a call that may transform and passes a lead)."""
         for callee, name, refs in self._helpers(module, site):
-            for (path, mode), inner in self.parameter((callee[1], callee[2], name)).sourced.items():
+            use = self.parameter((callee[1], callee[2], name))
+            for (path, mode), inner in use.sourced.items():
                 reacher = replace(inner, via=(module, site.span, site.text))
                 following, self._following = self._following, True  # what it hands on is on a chain
                 try:
@@ -1439,7 +1448,9 @@ class Project:
                     called = self.function((function[1], function[2]))  # object only through `functional_call`
                     params = called.params[1:] if function[3] and mode != DROPS \
                         and not self.differentiates_state(function[1]) else called.params
-                    self._reach(function, mode, reacher, frozenset((*params, *called.kwonly)))
+                    # called in a closure the transform runs: varied as that call passes (the closure's edge)
+                    varied = frozenset((*params, *called.kwonly)) if (path, mode) in use.given else frozenset()
+                    self._reach(function, mode, reacher, varied)
 
     def _propagate(self) -> None:
         self._following = True  # what attributes hold is looked for only along a chain
@@ -2078,7 +2089,8 @@ class _Everything:
 
 
 _EVERYTHING = _Everything()
-_LIBRARIES_THAT_READ_NOTHING = ("torch.", "math.", "numpy.", "functools.", "operator.")  # of our attributes
+_LIBRARIES_THAT_READ_NOTHING = ("torch.", "math.", "numpy.", "functools.", "operator.", "contextlib.", "itertools.",
+                                 "typing.", "random.", "time.", "warnings.")  # of our attributes
 # the kinds of ref whose value comes from an inner ref
 _WRAPPING = ("attr", "inst", "call", "wrap", "box", "item", "super", "read", "decorated", "slice", "kept")
 _PASSED = ("param", "wrap")  # the kinds of ref that may stand for a parameter
@@ -2096,37 +2108,42 @@ def _arguments(site) -> Iterable[tuple[Ref, ...]]:
 
 
 def _closure_parameters(summary: ModuleSummary, module: str, owner: str,
-                        targets: Iterable[Ref]) -> set[tuple[tuple[str, str, str], str]]:
+                        targets: Iterable[Ref]) -> dict[tuple[tuple[str, str, str], str], bool]:
     """The parameters that running `targets` (applied to a transform in the function `owner`) calls
     through the module's own code, with the attribute path called: `model` for `lambda z, t:
     model(z, t)` in `def loss(model, z, t)`, (`model`, "encode") for `lambda z: model.encode(z)`;
     `net` for `lambda z: self.net(z)` when `__init__(self, net)` sets `self.net = net`; `self` for
-    `jacfwd(self)` or `lambda z: self(z)` in a method. A parameter applied directly is not repeated."""
-    found: set[tuple[tuple[str, str, str], str]] = set()
+    `jacfwd(self)` or `lambda z: self(z)` in a method. A parameter applied directly is not repeated.
+    Each with whether a call of the closure the transform is given leaves it unreached: not so for a
+    parameter of `owner` the closure calls itself (`jvp(lambda p: obj(p, x))`), whose call is an edge."""
+    found: dict[tuple[tuple[str, str, str], str], bool] = {}
     seen: set[Ref] = set()
     owner_self = _self_parameter(summary, module, owner)
-    stack = [ref for ref in targets if _parameter(module, ref) is None]
+    stack = [(ref, 0) for ref in targets if _parameter(module, ref) is None]
     while stack:
-        ref = stack.pop()
+        ref, depth = stack.pop()
         if ref in seen or len(seen) > _MAX_CLOSURE:
             continue
         seen.add(ref)
         ref = _unwrapped(ref)
-        kind = ref[0]
+        kind, parameter = ref[0], None
         if kind == "param" or kind == "attr" and (called := _parameter_path(module, ref)) is not None:
-            found.add(((module, ref[1], ref[2]), "") if kind == "param" else called)
+            parameter = ((module, ref[1], ref[2]), "") if kind == "param" else called
         elif kind == "fn" and ref[1] in summary.functions:
             function = summary.functions[ref[1]]
-            stack += function.calls
-            stack += [target for source in function.sources for target in source.targets]
+            stack += [(called, depth + 1) for called in function.calls]
+            stack += [(target, depth + 1) for source in function.sources for target in source.targets]
         elif kind == "inst" and ref[1][0] == "cls" and owner_self and owner_self[0] == ref[1][1]:
-            found.add((owner_self[1], ""))  # `self` of the method applying the transform
+            parameter = (owner_self[1], "")  # `self` of the method applying the transform
         elif kind == "attr" and ref[1][0] == "inst" and ref[1][1][0] == "cls":
             cls = summary.classes.get(ref[1][1][1])
             if cls is not None and ref[2] in cls.methods:
-                stack.append(("fn", cls.methods[ref[2]]))
+                stack.append((("fn", cls.methods[ref[2]]), depth))
             elif cls is not None:
-                stack += cls.attributes.get(ref[2], ())
+                stack += [(held, depth) for held in cls.attributes.get(ref[2], ())]
+        if parameter is not None:
+            edge = depth == 1 and parameter[0][1] == owner
+            found[parameter] = found.get(parameter, False) or not edge
     return found
 
 
@@ -2212,6 +2229,8 @@ def _varied_by(passing, function: Function, bound: bool, varied: frozenset[str])
     for index, dependence in enumerate(passing.args):
         if varies(dependence):
             found.add(positional[index] if index < len(positional) else UNKNOWN)  # (else into `*args`)
+    if passing.rest is not None and varies(passing.rest):  # `f(p, *batch)`: every parameter from there on
+        found.update((*positional[len(passing.args):], UNKNOWN))
     for name, dependence in passing.keywords.items():
         if varies(dependence):
             found.add(name if name in params or name in function.kwonly else UNKNOWN)

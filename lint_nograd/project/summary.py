@@ -109,6 +109,7 @@ class Passing:
     args: Optional[tuple[Dependence, ...]]  # None: the arguments cannot be told apart (`*args`, `checkpoint(f, x)`)
     keywords: dict[str, Dependence]
     receiver: Dependence  # what the callee is looked up on: `self` of a method, the module called
+    rest: Optional[Dependence] = None  # what every positional argument after `args` depends on (`f(p, *batch)`)
 
 
 @dataclass(slots=True)
@@ -191,6 +192,7 @@ class Region:
     mutates: bool = False  # it changes attributes in place: torch.func transforms raise on it (region_flow)
     aux_only: bool = False  # what it computes leaves the function only after the first value returned (region_flow)
     returned_only: bool = False  # what it computes leaves the function only by its return (region_flow)
+    adds: tuple[str, ...] = ()  # the attributes it only adds to or changes in place (region_flow)
 
 
 @dataclass(slots=True)
@@ -267,7 +269,7 @@ class ModuleSummary:
                          "inert": r.inert, "inputs": r.inputs, "stores": r.stores,
                          "local_only": r.local_only, "when": r.when, "assumes": r.assumes, "cut_after": r.cut_after,
                          "guard": r.guard, "mutates": r.mutates, "aux_only": r.aux_only,
-                         "returned_only": r.returned_only}
+                         "returned_only": r.returned_only, "adds": r.adds}
                         for r in self.regions],
             "backwards": [{"callees": b.callees, "callee_text": b.callee_text, "name": b.name,
                            "assigned_row": b.assigned_row, "span": span(b.span)} for b in self.backwards],
@@ -335,7 +337,7 @@ class ModuleSummary:
                           bool(r.get("local_only", False)), r.get("when", ""),
                           tuple(r.get("assumes", ())), bool(r.get("cut_after", False)),
                           r.get("guard", ""), r.get("mutates") is True, r.get("aux_only") is True,
-                          r.get("returned_only") is True)
+                          r.get("returned_only") is True, tuple(r.get("adds", ())))
                    for r in data["regions"]]
         backwards = [BackwardSite(refs(b["callees"]), b["callee_text"], b["name"], b["assigned_row"],
                                   span(b["span"])) for b in data["backwards"]]
@@ -555,7 +557,7 @@ def summarise(model: SemanticModel, lines: list[str], passes: bool = False) -> M
 
 
 def passes_to_json(summary: ModuleSummary) -> dict:
-    return {name: [[c.callees, c.args, c.keywords, c.receiver] for c in f.passes]
+    return {name: [[c.callees, c.args, c.keywords, c.receiver, c.rest] for c in f.passes]
             for name, f in summary.functions.items() if f.passes}
 
 
@@ -563,8 +565,9 @@ def passes_from_json(data: dict, shared: dict | None = None) -> dict[str, list[P
     """Raises KeyError, TypeError or ValueError for data of another shape."""
     shared = {} if shared is None else shared
     return {name: [Passing(_shared_refs(callees, shared), None if args is None else tuple(tuple(a) for a in args),
-                           {k: tuple(v) for k, v in keywords.items()}, tuple(receiver))
-                   for callees, args, keywords, receiver in passes]
+                           {k: tuple(v) for k, v in keywords.items()}, tuple(receiver),
+                           None if rest is None else tuple(rest))
+                   for callees, args, keywords, receiver, rest in passes]
             for name, passes in data.items()}
 
 
@@ -1601,14 +1604,19 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             node = ast.Call(bound.args[0], [*given, *node.args], [*keywords, *node.keywords])
             names = _imported(self.refs(bound.args[0], where))
             mediated = names if library.argument_of(library.CALLS_ARGUMENT, names) else mediated
+        rest = None
         if mediated:
             args, keywords, receiver = _passed_on(node, mediated, dependence)
-        elif any(k.arg is None for k in node.keywords) or any(type(arg) is ast.Starred for arg in node.args):
+        elif any(k.arg is None for k in node.keywords):
             args, keywords = None, {}
         else:
-            args = tuple([dependence.of(arg) for arg in node.args])
+            starred = next((at for at, arg in enumerate(node.args) if type(arg) is ast.Starred), len(node.args))
+            args = tuple([dependence.of(arg) for arg in node.args[:starred]])
+            if starred < len(node.args):  # `obj(p, *batch)`: each element of `batch`, and what follows, from there on
+                rest = tuple(sorted({token for arg in node.args[starred:] for token in dependence.of(
+                    arg.value if type(arg) is ast.Starred else arg)}))
             keywords = {k.arg: dependence.of(k.value) for k in node.keywords}
-        self.functions[self.function].passes.append(Passing(callees, args, keywords, receiver))
+        self.functions[self.function].passes.append(Passing(callees, args, keywords, receiver, rest))
 
     def _partial_bound(self, func: ast.expr, scope: Scope) -> tuple[ast.Call | None, Scope]:
         """The `partial(f, ...)` call a name called is bound to, its one binding (`f = partial(loss,
@@ -1781,6 +1789,8 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         position, keyword = entry.argument
         target = _first_argument(call, position, keyword)
         partial, bound, keywords = False, 0, ()
+        if isinstance(target, ast.Name):  # `sde = partial(euler_maruyama, field)` then `jacfwd(sde)`
+            target = self._partial_bound(target, self.scope)[0] or target
         if isinstance(target, ast.Call) and self.scopes.qualified_names(target.func, self.scope) & torch_names.PARTIAL:
             if any(isinstance(a, ast.Starred) for a in target.args) or any(k.arg is None for k in target.keywords):
                 return None
@@ -1959,6 +1969,7 @@ def _add_flow(summary: Region, model: SemanticModel, region) -> None:
     summary.inert, summary.inputs, summary.stores, summary.local_only, summary.assumes, summary.cut_after = (
         flow.inert, flow.inputs, flow.stores, flow.local_only, flow.assumes, flow.cut_after)
     summary.mutates, summary.aux_only, summary.returned_only = flow.mutates, flow.aux_only, flow.returned_only
+    summary.adds = flow.adds
 
 
 ANY_ATTRIBUTE = "*"
@@ -1967,7 +1978,11 @@ ANY_ATTRIBUTE = "*"
 _GETATTR = re.compile(r"getattr\s*\([^,()]+,\s*(?:['\"](\w+)['\"]|[^'\"\s])")
 _VARS = re.compile(r"vars\s*\(")
 _ANY_READ = ("__dict__", "__getattribute__")
-_ATTRIBUTE_READ = re.compile(r"\.\s*([A-Za-z_]\w*)\b(?!\s*=(?!=))")  # `.name`, but `.name = ...`
+# `.name`, but `.name = ...`, and what only adds to it or changes it in place (`.name.append(`, `.name[k] =`,
+# `.name.mul_(`: `Region.adds`)
+_ATTRIBUTE_READ = re.compile(r"\.\s*([A-Za-z_]\w*)\b(?!\s*=(?!=))"
+                             r"(?!\s*\.\s*(?:append|extend|insert|add|appendleft|update|[a-z]\w*[a-z0-9]_)\s*\()"
+                             r"(?!\s*\[[^\]\n]*\]\s*=(?!=))")
 
 
 class _AttributeReads:

@@ -398,8 +398,8 @@ class Run:
         """Files not summarised yet that import the module of a helper handing a parameter to a
         transform or tracer (or a package of it), and that name that function."""
         wanted: dict[str, set[str]] = {}  # module -> names
-        for (module, function, _), (_, sourced) in project.helpers():
-            if sourced:
+        for (module, function, _), use in project.helpers():
+            if use.sourced:
                 wanted.setdefault(module, set()).add(function)
         for module, function, _ in project.transformed_parameters():  # whatever a call passes them is reached
             wanted.setdefault(module, set()).add(function)
