@@ -725,3 +725,36 @@ def test_an_operation_differentiated_where_a_caller_region_holds():
         module.polish(x)
     assert torch.allclose(module.guarded(x), x - 0.2 * x)
     assert torch.allclose(module.given(x.clone()), 2 * x)
+
+
+def test_regions_of_what_forward_mode_does_not_vary():
+    """fixtures/checker/ng004_unvaried_negatives.py: each region computes from what the transform
+    does not differentiate (a default step count, weights, the batch beside the parameters), and
+    forward mode agrees with reverse mode."""
+    module = checker_fixture("ng004_unvaried_negatives")
+    assert torch.allclose(module.forward_sde, jacrev(module.sde)(module.X))
+    contractive = module.Contractive()
+    assert torch.allclose(jacfwd(contractive)(module.X), jacrev(contractive)(module.X))
+    reverse = grad(lambda p: module.objective(module.standardised, p, module.X))(module.params)
+    assert torch.allclose(module.forward_standardised, sum((g * module.tangents[k]).sum() for k, g in reverse.items()))
+
+
+def test_a_partial_given_to_a_helper_that_applies_jvp():
+    """fixtures/checker/ng004_partial_given_to_helpers.py: the tangent `jvp` pushes through the
+    weight norm the region computes differs from the product of reverse mode's gradient."""
+    module = checker_fixture("ng004_partial_given_to_helpers")
+    reverse = grad(lambda p: module.objective(module.model, p, module.X))(module.params)
+    assert abs(float(module.forward) - float(sum((g * module.tangents[k]).sum() for k, g in reverse.items()))) > 1e-3
+
+
+def test_regions_that_only_add_to_what_nothing_traced_reads():
+    """fixtures/checker/ng005_added_state.py: the trace of the model that keeps a statistic,
+    a history and running sums differentiates as eager mode does; the running mean its forward reads
+    gives the trace a graph eager mode does not have."""
+    module = checker_fixture("ng005_added_state")
+    torch.manual_seed(0)  # the weights the fixture traced with
+    recorded = module.Recorded()
+    assert traced_minus_eager(recorded, module.recorded) == 0
+    traced = torch.jit.trace(module.RunningMean(), (X,), check_trace=False)
+    traced.mean.zero_()  # (tracing ran it once) each call below starts from a running mean at zero
+    assert traced_minus_eager(module.RunningMean(), traced) > 0.1

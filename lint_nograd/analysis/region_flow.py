@@ -41,7 +41,7 @@ import weakref
 from collections import deque
 from dataclasses import dataclass
 
-from lint_nograd.analysis import activity, torch_names
+from lint_nograd.analysis import activity, library, torch_names
 from lint_nograd.analysis.model import GradModeChange, SemanticModel
 from lint_nograd.analysis.scopes import FUNCTION_NODES, Scope, child_nodes, walk
 
@@ -512,6 +512,9 @@ def _made(model: SemanticModel, value: ast.expr, scope: Scope) -> str | None:
     """"tensor" for `nn.Parameter(...)`, "buffer" for a torch function's result (that does not
     require grad), "module" for a torch module, "given" for a value computed from the parameters
     of `__init__` alone, "number" when those are numbers."""
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
+            and value.func.attr in library.RETURNS_RECEIVER and isinstance(value.func.value, ast.Call):
+        value = value.func.value  # `nn.Linear(d, d).double()`: the module made
     given = _given(model, value, scope)
     if given is not None:
         return "number" if given else "given"

@@ -1365,12 +1365,14 @@ class Project:
             for mode in source.modes:  # (a tracer records the object's parameters, which training differentiates)
                 given = varied | frozenset(called.params[:1]) if mode == DROPS and run[3] else varied
                 self._reach(run, mode, _reacher(mode, module, source), given, receivers, aux=source.aux and direct)
-        self._seed_bound(module, source, function, {(run[1], run[2]) for run, _ in dispatched})
+        self._seed_bound(module, function, {(run[1], run[2]) for run, _ in dispatched},
+                         {mode: _reacher(mode, module, source) for mode in source.modes})
 
-    def _seed_bound(self, module: str, source, function: str, given: set[FunctionKey]) -> None:
+    def _seed_bound(self, module: str, function: str, given: set[FunctionKey], reachers: dict[str, Reacher]) -> None:
         """`jvp(partial(loss, model=net), ...)`, or `loss_fn = partial(loss, net)` then `jvp(loss_fn,
-        ...)` in the same function: what `partial` binds to a function the transform is given is what
-        that function calls (`model(x)`): reached as the call a helper is given (`_follow`)."""
+        ...)` (or `probe(partial(loss, net), ...)`, a helper transforming it) in the same function: what
+        `partial` binds to a function the transform is given is what that function calls (`model(x)`):
+        reached as the call a helper is given (`_follow`)."""
         owner = self.function((module, function))
         for site in owner.call_sites if owner else ():
             if not site.bound or not any((f[1], f[2]) in given for f in self._functions(module, site.callees)):
@@ -1378,16 +1380,17 @@ class Project:
             outer = self._permissive
             self._permissive = 2  # following a chain: any module may be loaded
             try:
-                helpers = [(use, refs) for callee, parameter, refs in self._helpers(module, site)
+                helpers = [((callee[1], callee[2]), use, refs) for callee, parameter, refs in self._helpers(module, site)
                            if (use := self.parameter((callee[1], callee[2], parameter))).called]
             finally:
                 self._permissive = outer
-            for mode in source.modes:
-                reacher = replace(_reacher(mode, module, source), via=(module, site.span, site.text))
-                for use, refs in helpers:
+            for mode, reacher in reachers.items():
+                reacher = replace(reacher, via=(module, site.span, site.text))
+                for bound, use, refs in helpers:  # (called by the function bound: varied as its calls pass)
+                    caller = bound if bound in given and mode in self.reached.get(bound, {}) else None
                     for path in use.called:
                         for passed in self._functions_along(module, refs, path):
-                            self._reach(passed, mode, reacher)
+                            self._reach(passed, mode, reacher, caller=caller)
 
     def _seed_transformed_call(self, module: str, function: Function, site) -> None:
         """`jacfwd(loss)(x, Net())`: the function a transform is given is called here, and what it
@@ -1451,6 +1454,8 @@ class Project:
                     # called in a closure the transform runs: varied as that call passes (the closure's edge)
                     varied = frozenset((*params, *called.kwonly)) if (path, mode) in use.given else frozenset()
                     self._reach(function, mode, reacher, varied)
+                if functions and not path:  # `probe(partial(loss, net), ...)`: what `partial` binds
+                    self._seed_bound(module, caller, {(f[1], f[2]) for f in functions}, {mode: inner})
 
     def _propagate(self) -> None:
         self._following = True  # what attributes hold is looked for only along a chain
@@ -2090,7 +2095,7 @@ class _Everything:
 
 _EVERYTHING = _Everything()
 _LIBRARIES_THAT_READ_NOTHING = ("torch.", "math.", "numpy.", "functools.", "operator.", "contextlib.", "itertools.",
-                                 "typing.", "random.", "time.", "warnings.")  # of our attributes
+                                 "typing.", "random.", "time.", "warnings.", "logging.")  # of our attributes
 # the kinds of ref whose value comes from an inner ref
 _WRAPPING = ("attr", "inst", "call", "wrap", "box", "item", "super", "read", "decorated", "slice", "kept")
 _PASSED = ("param", "wrap")  # the kinds of ref that may stand for a parameter
