@@ -550,6 +550,11 @@ class Project:
 
     def attribute(self, value: Value, name: str, depth: int = 0) -> tuple[Value, ...]:
         kind = value[0]
+        if kind == "M" and name == ANY_ATTRIBUTE:  # `getattr(nets, cfg.name)`: each class and function it defines
+            summary = self.summary(value[1])
+            return tuple([("C", value[1], cls) for cls in summary.classes if "." not in cls] +
+                         [("F", value[1], function, False) for function in summary.functions
+                          if function and called_as(function) == function]) if summary else ()
         if kind == "M":
             submodule = f"{value[1]}.{name}"
             if submodule in self.modules:
@@ -969,16 +974,22 @@ class Project:
         return found
 
     def _functions_along(self, module: str, refs: Iterable[Ref], path: str,
-                         caller: Optional[FunctionKey] = None) -> list[Value]:
+                         caller: Optional[FunctionKey] = None, objects: Optional[dict] = None) -> list[Value]:
         """The functions that calling the attribute `path` of what the refs hold runs (`path` ""
         for what they hold itself; "[]" an element of it, "[0]" or "[encoder]" the one under that
         index or key: `_parameter_element`). In `caller`, a parameter of another function that a call
-        returns (`attach(Net())` with `def attach(model): return model`) is what the call passes."""
+        returns (`attach(Net())` with `def attach(model): return model`) is what the call passes.
+        `objects`, when given, takes the classes of the objects each function runs on (`_dispatched`)."""
         values = [value for ref in refs for value in self.resolve(module, ref)]
         if not path:  # (what the transform is given itself: varied as its arguments; a method a closure
             if caller is not None:  # calls is followed from the closure, where the call tells what is varied)
                 values = [passed for value in values for passed in (self._passed_here(value, caller)
                           if value[0] == "P" and (value[1], value[2]) != caller else (value,))]
+            if objects is not None:  # a method of a base class runs on the subclass's object (`self.raw(...)`)
+                for value in values:
+                    of = frozenset({(value[1], value[2])}) if value[0] == "I" else ANY_OBJECT
+                    for function in self.runs(value):
+                        objects[function] = objects.get(function, frozenset()) | of
             return list(dict.fromkeys(function for value in values for function in self.runs(value)))
         for name in path.split("."):
             if name[:1] == "[":
@@ -1444,7 +1455,8 @@ class Project:
                 reacher = replace(inner, via=(module, site.span, site.text))
                 following, self._following = self._following, True  # what it hands on is on a chain
                 try:
-                    functions = self._functions_along(module, refs, path, (module, caller))
+                    objects: dict[Value, frozenset] = {}
+                    functions = self._functions_along(module, refs, path, (module, caller), objects)
                 finally:
                     self._following = following
                 for function in functions:  # what the helper's transform is given: its arguments, and its
@@ -1453,7 +1465,7 @@ class Project:
                         and not self.differentiates_state(function[1]) else called.params
                     # called in a closure the transform runs: varied as that call passes (the closure's edge)
                     varied = frozenset((*params, *called.kwonly)) if (path, mode) in use.given else frozenset()
-                    self._reach(function, mode, reacher, varied)
+                    self._reach(function, mode, reacher, varied, objects.get(function, ANY_OBJECT))
                 if functions and not path:  # `probe(partial(loss, net), ...)`: what `partial` binds
                     self._seed_bound(module, caller, {(f[1], f[2]) for f in functions}, {mode: inner})
 
@@ -1978,7 +1990,11 @@ class Project:
             return [(f[1], f[2]) for f in (*self._functions(key[0], refs),
                                            *(f for ref in refs for f in self._run_on_parameter(key[0], ref)))]
 
-        return self._walk(starts, step)
+        following, self._following = self._following, True  # what attributes hold is looked for too
+        try:
+            return self._walk(starts, step)
+        finally:
+            self._following = following
 
     def _run_on_parameter(self, module: str, ref: Ref, skip: frozenset[Value] = frozenset()) -> list[Value]:
         """What calling a parameter (or a method of it: `model.rollout(x)`, `learner.adapt(w, x)`)

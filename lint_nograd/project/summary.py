@@ -674,15 +674,32 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             return self._call_refs(expr, scope, depth)
         return self._container_refs(expr, scope, depth)
 
+    def _getattr_refs(self, call: ast.Call, scope: Scope, depth: int) -> tuple[Ref, ...]:
+        """`getattr(m, "forward")`, or with a name that takes only literals (`for name in ("A", "B")`):
+        those attributes; `getattr(nets, cfg.name)` on a module: any name it binds (ANY_ATTRIBUTE);
+        on `sys.modules[__name__]`, this module's own names."""
+        names = _literal_strings(call.args[1], self.scopes, scope)
+        target = call.args[0]
+        if isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Name) and target.slice.id == "__name__" \
+                and self.scopes.qualified_names(target.value, scope) == {"sys.modules"}:
+            module = self.scopes.module
+            names = names if names is not None else [name for name, bindings in module.bindings.items()
+                                                     if any(isinstance(b.node, (ast.ClassDef, ast.FunctionDef,
+                                                                                ast.ImportFrom)) for b in bindings)]
+            return tuple(dict.fromkeys(ref for name in names
+                                       for ref in self._binding_refs(module.bindings.get(name, []), depth + 1)))
+        refs = self.refs(target, scope, depth + 1)
+        if names is None:
+            return tuple([("attr", ref, ANY_ATTRIBUTE) for ref in refs if ref[0] == "imp"])
+        return tuple([("attr", ref, name) for ref in refs for name in names])
+
     def _call_refs(self, call: ast.Call, scope: Scope, depth: int) -> tuple[Ref, ...]:
         func = call.func
         if type(func) is ast.Call and self._grad_mode_of_wrapper(call, scope) is not None:
             return (("fn", _wrapper_name(call, self._grad_mode_of_wrapper(call, scope)[0])),)  # `torch.no_grad()(f)`
-        if type(func) is ast.Name and func.id == "getattr" and len(call.args) >= 2 \
-                and _key(call.args[1]) and type(call.args[1].value) is str \
+        if type(func) is ast.Name and func.id == "getattr" and len(call.args) in (2, 3) \
                 and not self.scopes.lookup(scope, "getattr", (func.lineno, func.col_offset)):
-            return tuple([("attr", ref, call.args[1].value)  # `getattr(m, "forward")`: a name written out
-                          for ref in self.refs(call.args[0], scope, depth + 1)])
+            return self._getattr_refs(call, scope, depth)
         callees = self.refs(func, scope, depth + 1)
         names = _imported(callees) | (self._builtin(func, scope) if not callees else frozenset())
         if names == _TYPE and len(call.args) == 1:  # `type(self)`: the class of an instance
@@ -2015,6 +2032,23 @@ class _AttributeReads:
         end = self._line_starts[min(last, len(self._line_starts) - 1)]
         names = self._names[bisect.bisect_left(self._starts, begin):bisect.bisect_left(self._starts, end)]
         return tuple(sorted(set(map(sys.intern, names))))  # kept once in each process
+
+
+def _literal_strings(node: ast.expr, scopes, scope: Scope) -> list[str] | None:
+    """The strings an expression may be: a literal, or a name each binding of which is one or takes
+    the elements of a literal tuple or list of them (`for name in ("A", "B")`); None for any other."""
+    if isinstance(node, ast.Constant):
+        return [node.value] if isinstance(node.value, str) else None
+    if not isinstance(node, ast.Name):
+        return None
+    found: list[str] = []
+    for binding in scopes.lookup(scope, node.id, (node.lineno, node.col_offset)) or [None]:
+        given = binding and (binding.iterated if binding.iterated is not None else binding.value)
+        elements = given.elts if isinstance(given, (ast.Tuple, ast.List)) and binding.iterated is not None else [given]
+        if not all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in elements):
+            return None
+        found += [e.value for e in elements]
+    return found
 
 
 def _key(node: ast.expr | None):
