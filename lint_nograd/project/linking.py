@@ -212,8 +212,7 @@ class Project:
         self._unnamed_depth = 0  # how many unnamed call sites are being resolved, one inside another
         self._wanted: dict[FunctionKey, None] = {}  # see `callers_wanted`
         self._hooks: Optional[set[Value]] = None  # `_hook_functions`
-        self._hooked_keys: list[tuple[str, str, str, tuple[Ref, ...]]] = []  # `_hooks_given`: the parameters hooked,
-        self._hooked_seen = 0  # in the first modules loaded,
+        self._hooked_seen = 0  # `_hooks_given`: the hooks registered on parameters, in the first modules loaded,
         self._hooked: dict[tuple[str, str], list[tuple[str, tuple[Ref, ...]]]] = {}  # and by the class given them
         # the parameters whose values finding another's asked for (at the depth it was found at)
         self._needs: dict[tuple[str, str, str], set[tuple[str, str, str]]] = {}
@@ -941,12 +940,14 @@ class Project:
         class that calls pass them: (the function's module, the hooks)."""
         loaded = self.loaded()
         if self._hooked_seen < len(loaded):
-            for name in loaded[self._hooked_seen:]:
-                self._hooked_keys += [(name, function, parameter, hooks)
-                                      for (function, parameter), hooks in self.summary(name).hooked.items()]
+            new = [(name, function, parameter, hooks) for name in loaded[self._hooked_seen:]
+                   if (summary := self.summary(name)).regions  # (a hook that may enter a region: its module has one)
+                   for (function, parameter), hooks in summary.hooked.items()]
             self._hooked_seen = len(loaded)
-            self._hooked = {}
-            for name, function, parameter, hooks in list(self._hooked_keys):
+            for name, function, parameter, hooks in new:
+                if not any(self._has_region((hook[1], hook[2])) for value in self._values(name, hooks)
+                           for hook in self.runs(value)):
+                    continue  # a hook with no region of its own: what it changes, reach need not follow
                 given, seen = list(self.passed(name, function, parameter)), set()
                 while given:  # through the callers' own parameters (`def setup(model): attach(model)`)
                     value = given.pop()
@@ -958,6 +959,10 @@ class Project:
                     elif value[0] == "P":
                         given += self.passed(*value[1:])
         return self._hooked.get((module, cls), [])
+
+    def _has_region(self, key: FunctionKey) -> bool:
+        summary = self.summary(key[0])
+        return bool(summary) and any(region.function == key[1] for region in summary.regions)
 
     def _values(self, module: str, refs: Iterable[Ref]) -> Iterator[Value]:
         """Lazily: a caller that stops at the first value it wants resolves no more refs."""
@@ -1242,14 +1247,15 @@ class Project:
         calls = [ref[1] for ref in refs if ref[0] == "call"]
         function = self.function((key[0], key[1])) if calls else None
         for site in function.call_sites if function else ():
-            if not any(callee in calls for callee in site.callees):
+            if not any(callee in calls for callee in site.callees) or not any(_passes(key, refs) for refs in site.args):
                 continue
             bound: list = []
             for callee in self._functions(key[0], site.callees):
                 self._bind(callee, site, bound)
-            if any(_passes(key, passed) and ("P", callee[1], callee[2], name) in self.returned(callee)
-                   for callee, name, passed in bound):
-                return True
+            for callee, name, passed in bound:  # (what its returns spell: the parameter itself, or `m.eval()`)
+                summary = self.summary(callee[1])
+                if _passes(key, passed) and ("param", callee[2], name) in summary.returns.get(callee[2], ()):
+                    return True
         return False
 
     def transformed_parameters(self) -> list[tuple[str, str, str]]:

@@ -165,7 +165,7 @@ class Run:
             return False  # (a helper leads to no region itself: what it is handed may)
         return file.index.applies or file.job is not None and file.index.backward or \
             file.index.regions and file.module in self.toward_transforms or \
-            file.index.hooks  # a hook it registers on a model it is given runs with the model
+            file.index.hooks and file.index.regions  # a hook it registers on a model it is given runs with it
 
     @functools.cached_property
     def leading_to_regions(self) -> set[str]:
