@@ -695,16 +695,6 @@ def test_a_model_handed_back_by_a_call_that_unwraps_it_then_traced():
     assert traced_minus_eager(head, module.head) == 0
 
 
-def test_a_name_bound_again_in_a_branch_keeps_what_it_held():
-    """fixtures/checker/ng004_conditional_bindings.py: when `frozen` is False, `jacfwd` is given
-    the whole model, and forward mode differentiates the head's statistic that reverse mode does
-    not; the look-alike's backbone has no region, and both modes agree."""
-    module = checker_fixture("ng004_conditional_bindings")
-    model = module.Model()
-    assert float((module.full - jacrev(model)(module.X)).abs().max()) > 0.1
-    assert float((module.backbone - jacrev(model.backbone)(module.X)).abs().max()) == 0
-
-
 def test_a_decorator_wrapper_runs_only_the_method_it_decorates():
     """fixtures/checker/ng003_decorated_methods.py: under `no_grad`, calling the model runs `forward`
     through the wrappers, which computes; `refine`, wrapped by the same decorators, raises there."""

@@ -2,11 +2,11 @@
 
 `Scopes.qualified_names` answers "what does this expression refer to?" from any scope, the way
 Python resolves names: the nearest enclosing function scope that binds the name wins, class scopes
-do not enclose their methods, `global` and `nonlocal` redirect. In the scope of the use, the
-bindings that may reach it count: the last one before it that always runs on the way there, those
-after it in a branch or a loop that may run instead, and those later in a loop around the use (the
-next turn reads them: `model = model.module` in a `while`). A scope's bindings are collected the first time a name is looked up in
-it, from its statements alone, so functions nobody asks about cost nothing.
+do not enclose their methods, `global` and `nonlocal` redirect. In the scope of the use, the last
+binding before it counts, and the one before a `while` loop that binds it again (the loop may run
+no turn), and those later in a loop around the use (the next turn reads them: `model =
+model.module` in a `while`). A scope's bindings are collected the first time a name is looked up
+in it, from its statements alone, so functions nobody asks about cost nothing.
 """
 from __future__ import annotations
 
@@ -63,8 +63,9 @@ class Binding:
     # value it is assigned (`model = model.eval()` reads the binding before it)
     position: tuple[int, int] = (0, 0)
     iterated: Optional[ast.expr] = None  # for `for name in it`: `it`, whose elements the name takes
-    # the blocks around it that may not run, outermost first: (start, end, loop) of each, `loop` the
-    # start of the loop statement whose body it is (None for a branch)
+    # the blocks around it that may not run, outermost first: (start, end, loop, skippable) of each,
+    # `loop` the start of the loop statement whose body it is (None for a branch), `skippable` for a
+    # `while` body
     blocks: tuple = ()
 
     @property
@@ -160,8 +161,9 @@ class _Binder:
                     continue
                 outer = self._blocks
                 loop = (statement.lineno, statement.col_offset) if kind in _LOOPS and field_name == "body" else None
+                skippable = kind is ast.While and field_name == "body"
                 self._blocks = (*outer, ((body[0].lineno, body[0].col_offset),
-                                         (body[-1].end_lineno, body[-1].end_col_offset), loop))
+                                         (body[-1].end_lineno, body[-1].end_col_offset), loop, skippable))
                 self.statements(body)
                 self._blocks = outer
 
@@ -326,15 +328,15 @@ class Scopes:
         found, after = [], []
         for binding in bindings:
             (found if binding.position <= position else after).append(binding)
-        if found:  # back from the last one, up to one that always runs before the use
+        if found:  # the last one, and before it, past those in a `while` body the use comes after
             last = len(found) - 1
-            while last > 0 and not _always_before(found[last], position):
+            while last > 0 and _skipped_loop(found[last], position):
                 last -= 1
             while last > 0 and found[last - 1].node is found[last].node:  # `for f in (f1, f2)`: both
                 last -= 1
             found = found[last:]
         found += [b for b in after if b.blocks and any(loop is not None and loop <= position <= end
-                                                      for _, end, loop in b.blocks)]
+                                                      for _, end, loop, _ in b.blocks)]
         return found or bindings
 
     def _in_order(self, scope: Scope, name: str, bindings: list[Binding] | None,
@@ -407,9 +409,12 @@ def _type_checking(test: ast.expr) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
 
 
-def _always_before(binding: Binding, position: tuple[int, int]) -> bool:
-    """Whether a binding before `position` runs on every way there: the use is inside every block around it."""
-    return all(start <= position <= end for start, end, _ in binding.blocks)
+def _skipped_loop(binding: Binding, position: tuple[int, int]) -> bool:
+    """Whether a binding before `position` is in the body of a loop that may run no turn on the way
+    there (the use is after the loop). A branch is not looked past: `if` rebinding is too common for
+    the refs of every name to take both."""
+    outside = [skippable for start, end, _, skippable in binding.blocks if not start <= position <= end]
+    return bool(outside) and all(outside)
 
 
 def _enclosing_bindings(scope: Scope | None, name: str) -> list[Binding]:
