@@ -712,10 +712,13 @@ class Project:
         yield from self.resolve(module, ref)
         if ref[0] == "param":
             if self._following:  # (a parameter of the function making the object: what its calls pass,
-                for value in self.passed(module, ref[1], ref[2]):  # `Averaged(model)` in `def f(model)`)
+                given = list(dict.fromkeys(self.passed(module, ref[1], ref[2])))  # `Averaged(model)` in
+                at = 0  # `def f(model)`), in order, each once
+                while at < len(given) and at < _MAX_CLOSURE:
+                    value, at = given[at], at + 1
                     yield value
                     if value[0] == "P":
-                        yield from self._passed_on(value, set())
+                        given += [found for found in self.passed(*value[1:]) if found not in given]
             else:  # asked outside a chain (most attributes nothing reaches): not looked for, not remembered
                 self._refused += 1  # (but outside chains, as `_outside_chains` says)
                 self._outside_chain += 1
@@ -945,10 +948,16 @@ class Project:
                 if not any(self._has_region((hook[1], hook[2])) for value in self._values(name, hooks)
                            for hook in self.runs(value)):
                     continue  # a hook with no region of its own: what it changes, reach need not follow
-                # (through the callers' own parameters: `def setup(model): attach(model)`)
-                for value in self._passed_on(("P", name, function, parameter), set()):
+                given, seen = list(self.passed(name, function, parameter)), set()
+                while given:  # through the callers' own parameters (`def setup(model): attach(model)`)
+                    value = given.pop()
+                    if value in seen or len(seen) > _MAX_CLOSURE:
+                        continue
+                    seen.add(value)
                     if value[0] == "I":
                         self._hooked.setdefault((value[1], value[2]), []).append((name, hooks))
+                    elif value[0] == "P":
+                        given += self.passed(*value[1:])
         return self._hooked.get((module, cls), [])
 
     def _has_region(self, key: FunctionKey) -> bool:
