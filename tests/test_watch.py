@@ -130,6 +130,18 @@ ENTRY_POINTS_PROGRAM = """\
     with torch.inference_mode():  # outer inference_mode
         tf.grad(f)(x)  # in inference_mode: grad
         tf.linearize(f, x)  # in inference_mode: linearize
+
+    # torch.autograd.functional opens no level: zeros under inference_mode, also with enable_grad inside
+    def cube(x):
+        return (x ** 3).sum()
+
+    print("functional", AF.jacobian(cube, x).item(), AF.hvp(cube, x, one)[1].item())
+    with torch.inference_mode():  # functional inference_mode
+        zeros = [AF.jacobian(cube, x).item()]  # in inference_mode: jacobian
+        zeros.append(AF.hvp(cube, x, one)[1].item())  # in inference_mode: hvp
+        with torch.enable_grad():
+            zeros.append(AF.vjp(cube, x)[1].item())  # in inference_mode: vjp
+    print("zeros", *zeros)
 """
 
 
@@ -152,6 +164,8 @@ def test_every_transform_and_tracer_of_the_table(tmp_path):
                  for name in ("grad", "grad_and_value", "vjp", "jacrev", "jvp", "jacfwd", "hessian", "linearize")}
     expected |= {("NG002", "program.py", at[f"in inference_mode: {name}"], at["outer inference_mode"])
                  for name in ("grad", "linearize")}
+    expected |= {("NG002", "program.py", at[f"in inference_mode: {name}"], at["functional inference_mode"])
+                 for name in ("jacobian", "hvp", "vjp")}
     # and the forward-mode ones among them reach the region inside f, as anywhere else
     expected |= {("NG004", "program.py", at["region"], at[f"in no_grad: {name}"])
                  for name in ("jvp", "jacfwd", "hessian", "linearize")}
@@ -160,6 +174,7 @@ def test_every_transform_and_tracer_of_the_table(tmp_path):
     values = dict(line.split(" ", 1) for line in done.stdout.splitlines())
     assert float(values["jvp"]) == pytest.approx(6.75) and values["grad"].split()[0] == "2.25"
     assert values["traced"].split() == ["2.25", "6.75"]
+    assert values["functional"].split() == ["6.75", "9.0"] and values["zeros"].split() == ["0.0"] * 3
     # the messages: the call each finding is about, and what torch 2.13 does under inference_mode
     by_row = {d["location"]["row"]: d for d in report}
     release = behaviour(torch.__version__)
@@ -167,6 +182,9 @@ def test_every_transform_and_tracer_of_the_table(tmp_path):
         zeros = release.outer_inference_mode[name] == "zeros"
         assert by_row[at[f"in inference_mode: {name}"]]["severity"] == ("error" if zeros else "note")
         assert ("returns zeros" in by_row[at[f"in inference_mode: {name}"]]["message"]) == zeros
+    for name in ("jacobian", "hvp", "vjp"):  # on every release: the help says why
+        finding = by_row[at[f"in inference_mode: {name}"]]
+        assert finding["severity"] == "error" and finding["message"].startswith(f"`{name}(...)` returns zeros")
     assert by_row[at["in no_grad: grad"]]["message"].startswith("`grad(...)` differentiates as if the `no_grad` region")
     assert by_row[at["in no_grad: hessian"]]["message"].startswith("`hessian(...)` differentiates")
     by_call = {d["related"][0]["location"]["row"]: d["message"] for d in report if d["code"] == "NG004"}

@@ -80,6 +80,7 @@ def test_the_help_is_checks_own():
     assert report.HELP["NG001 forward"] == transform_in_region.HELP_NO_GRAD_FORWARD
     assert report.HELP["NG001 wrong"] == transform_in_region.HELP_NO_GRAD_WRONG
     assert report.HELP["NG002"] == transform_in_region.HELP_INFERENCE
+    assert report.HELP["NG002 functional"] == transform_in_region.HELP_FUNCTIONAL
     why, way_out = region_in_reached_function._WHY, region_in_reached_function._FIX
     assert (report.HELP["NG004"], report.HELP["NG005"]) == (why["forward"] + way_out, why["traced"] + way_out)
     assert "Call it outside the region" not in report.HELP["NG001"]

@@ -76,6 +76,7 @@ class Site:
     entry: str  # how messages name it: "jvp", "make_fx", "dual_level"
     place: Place
     text: str = ""  # the call as written: `jacfwd(jacrev(f))`, `tf.grad(f)`
+    functional: bool = False  # torch.autograd.functional's (`jacobian`), not torch.func's
 
 
 @dataclass
@@ -109,6 +110,7 @@ _TORCH = os.path.dirname(torch.__file__) + os.sep
 # model code (modules, spectral and weight norm): its regions count, as a library's do
 _TORCH_MODELS = tuple(os.path.join(_TORCH, "nn", folder) + os.sep for folder in ("modules", "utils"))
 _OWN = os.path.dirname(lint_nograd.__file__) + os.sep
+_FUNCTIONAL = "torch.autograd.functional."
 _STDLIB = tuple({os.path.normcase(sysconfig.get_paths()[key]) + os.sep for key in ("stdlib", "platstdlib")})
 
 
@@ -149,6 +151,7 @@ class Watcher:
         self.peek_interpreter, self.pop_interpreter = resolve(names.peek_interpreter), resolve(names.pop_interpreter)
         self.transforms_folder = _TORCH + names.transforms_folder + os.sep
         self.fx_trace_code = torch.fx.Tracer.trace.__code__
+        self.functional_file = resolve(_FUNCTIONAL.rstrip(".")).__file__
         self.entry_codes: dict[types.CodeType, EntryPoint] = {}
         self.entry_modules = -1
         self.places: dict[tuple, Place | None] = {}
@@ -224,12 +227,21 @@ class Watcher:
 
     def transform_entered(self, caller: types.FrameType) -> None:
         """Called where functorch's code turns grad mode, forward grad or inference mode back on
-        for the function it transforms."""
-        region = self.innermost()
-        if region is None or not region.disabling or not caller.f_code.co_filename.startswith(self.transforms_folder):
-            return
-        place = self.region_place(region)
-        site = place and self.reaching_call(caller, transforms_only=True)
+        for the function it transforms, and where torch.autograd.functional's turns grad mode on:
+        it opens no level, so it never leaves inference mode (and returns zeros, pytorch issue
+        128600), not even under `enable_grad()`; under no_grad it computes what it does outside."""
+        if caller.f_code.co_filename == self.functional_file:
+            region = next((region for region in reversed(self.stack()) if region.inference), None)
+            place = region and self.region_place(region)
+            site = place and self.reaching_call(caller)
+            if site and not site.functional:
+                return
+        else:
+            region = self.innermost()
+            if region is None or not region.disabling or not caller.f_code.co_filename.startswith(self.transforms_folder):
+                return
+            place = self.region_place(region)
+            site = place and self.reaching_call(caller, transforms_only=True)
         if site and site not in (region.reported or ()):
             region.reported = {*(region.reported or ()), site}
             self.record("NG002" if region.inference else "NG001", region.api, place, site)
@@ -345,7 +357,8 @@ class Watcher:
                 (row, col, end_row, end_col), text, callee = written
                 place = Place(place.path, row, col, end_row, end_col)
                 name = next((e.name for e in ENTRY_POINTS if callee == e.name or callee.endswith("." + e.name)), name)
-            self.places[key] = place and Site(name, place, text)
+            functional = any(name.startswith(_FUNCTIONAL) for name in entry.qualified_names)
+            self.places[key] = place and Site(name, place, text, functional)
         return self.places[key]
 
     def dual_level_site(self) -> Site | None:
@@ -660,7 +673,7 @@ def _hooks(w: Watcher) -> list[tuple[type, str, Any]]:
             stack = local.stack
         except AttributeError:
             return
-        if stack and stack[-1].disabling:
+        if stack and (stack[-1].disabling or caller.f_code.co_filename == w.functional_file):
             w.transform_entered(caller)
 
     def exit_of(cls):

@@ -30,6 +30,9 @@ HELP = {
     "NG002": "Before torch 2.12 a transform does not leave inference mode (pytorch issue 177318): "
              "`grad`, `vjp`, `jvp`, `jacrev` return zeros, `jacfwd` and `hessian` raise; `linearize` "
              "still returns zeros. Call the transform outside the region.",
+    "NG002 functional": "`torch.autograd.functional` opens no autograd level and never leaves inference mode, "
+                        "not even under `enable_grad()`: every input is an inference tensor, so it returns zeros "
+                        "on every release. Call it outside the region.",
     "NG004": "Forward-mode AD does not look at grad mode (pytorch issues 78961, 128600): gradients flow "
              "through the region, and results differ from reverse mode. " + _FIX,
     "NG005": "The tracer records the operations but not the grad mode (pytorch issue 62043): the traced "
@@ -97,8 +100,10 @@ def _diagnostic(finding, torch_version: str, release) -> Diagnostic:
     else:
         line = f"(line {region.row})"
         if code == "NG002":
-            outcome = release.outer_inference_mode.get(site.entry, "zeros")
-            history = until(torch_version, lambda row: row.outer_inference_mode.get(site.entry))
+            table = "functional_inference_mode" if site.functional else "outer_inference_mode"
+            outcome = getattr(release, table).get(site.entry, "zeros")
+            history = until(torch_version, lambda row: getattr(row, table).get(site.entry))
+            help = HELP["NG002 functional"] if site.functional else help
         else:
             outcome = release.outer_no_grad.get(site.entry, "correct")
             history = None
