@@ -119,3 +119,82 @@ def test_statements_direct_calls_and_submodule_regions_under_forward_mode_and_tr
                  and d["related"][0]["location"]["row"] == at["jvp library"]]
     assert library["message"].startswith("`jvp(...)` ignores this `_set_grad_enabled(False)` region")
     assert (library["location"]["column"], library["end_location"]["column"]) == (5, 38)
+
+
+TRACED = """\
+    import torch
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+
+    class Scaled(torch.nn.Module):
+        def forward(self, x):
+            with torch.no_grad():  # scale
+                s = x.abs().sum() + 1
+            return x / s
+
+
+    class Metric(torch.nn.Module):
+        def forward(self, x):
+            with torch.no_grad():  # metric
+                self.last = x.abs().max()
+            return x.sin()
+
+
+    class Masked(torch.nn.Module):
+        def forward(self, x):
+            with torch.no_grad():  # mask
+                mask = (x.abs() > 0.5).to(x.dtype)
+            return x * mask + x.sin()
+
+
+    class Tempered(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("temperature", torch.tensor(2.0))
+
+        def forward(self, x):
+            with torch.no_grad():  # buffer
+                inverse = 1.0 / self.temperature
+            return x.sin() * inverse
+
+
+    class Running(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("mean", torch.zeros(()))
+
+        def forward(self, x):
+            with torch.no_grad():  # in place
+                self.mean.mul_(0.5).add_(x.sum())
+            return x.sin() * self.mean
+
+
+    def grads(module, x):
+        x = x.clone().requires_grad_()
+        module(x).sum().backward()
+        return x.grad
+
+
+    x = torch.tensor([0.3, -0.9, 1.2])
+    for make in (Scaled, Metric, Masked, Tempered, Running):
+        traced = torch.fx.symbolic_trace(make())  # symbolic_trace
+        same = torch.allclose(grads(make(), x), grads(traced, x))
+        print(make.__name__, "same" if same else "differ")
+    fx = make_fx(lambda v: Masked()(v) + Scaled()(v))(x)  # make_fx
+"""
+
+
+def test_a_traced_region_counts_where_a_gradient_leaves_it(tmp_path):
+    """fx graphs are read once the trace is done: a region whose nodes nothing after it uses, or
+    whose results only integers and booleans feed, or that reads only a buffer, drops nothing a
+    gradient needs; one that changes a buffer in place does."""
+    script = write(tmp_path, "program.py", TRACED)
+    report, done = watch(script)
+    assert done.returncode == 0, done.stderr
+    at = rows(script)
+    assert found(report) == {("NG005", "program.py", at[name], at[tracer])
+                             for name, tracer in (("scale", "symbolic_trace"), ("in place", "symbolic_trace"),
+                                                  ("scale", "make_fx"))}
+    # the values: the traced gradients differ from eager ones exactly where a finding is
+    assert done.stdout.split() == ["Scaled", "differ", "Metric", "same", "Masked", "same", "Tempered", "same",
+                                   "Running", "differ"]

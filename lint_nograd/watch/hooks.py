@@ -7,7 +7,9 @@ context managers, keeps each thread's open regions on a stack, and records a fin
 - a grad-disabling region runs under forward mode and a value computed in it carries a tangent
   (NG004: forward mode ignores the region, pytorch issue 78961);
 - a grad-disabling region runs under a tracer that drops it and records graph nodes in it (NG005,
-  pytorch issue 62043).
+  pytorch issue 62043); in an fx graph, read once the trace is done, only nodes that hand a value a
+  gradient may follow to a node after the region, or change a buffer in place;
+- torch.autograd.functional runs inside inference_mode (NG002: it returns zeros there).
 
 `torch._C._set_grad_enabled` itself is never replaced: torch compares it by identity (export,
 `make_fx(pre_dispatch=True)`) and would silently drop regions if it were. Its direct calls, and
@@ -159,6 +161,8 @@ class Watcher:
         self.open: dict[int, _Region] = {}  # the watched regions not finished yet, of every thread
         self.update_profile: Callable[[], None] = lambda: None  # set by the hooks
         self.wrappers: list[tuple[type, str, Any]] = []
+        # fx graphs' regions: (code, region, site) -> (api, the nodes each pass through it recorded)
+        self.traced: dict[tuple, tuple[str, list[list]]] = {}
 
     # -- the regions of a thread --
 
@@ -206,6 +210,7 @@ class Watcher:
         """In a forked child: what the parent found is the parent's to report."""
         with self.lock:
             self.findings.clear()
+            self.traced.clear()
 
     def found(self) -> list[Finding]:
         """The findings so far, with those of regions still open (a statement that never turned
@@ -213,10 +218,15 @@ class Watcher:
         with self.lock:
             found = {key: Finding(f.code, f.api, f.region, f.site, f.hits) for key, f in self.findings.items()}
             still_open = list(self.open.values())
+            traced = [(key, api, list(recorded)) for key, (api, recorded) in self.traced.items()]
         for region in still_open:
             code, place, site, state = region.watch
             if state.seen if code == "NG004" else _records_program_values(*state):
                 found.setdefault((code, place, site), Finding(code, region.api, place, site)).hits += 1
+        for key, api, recorded in traced:
+            hits = sum(map(_leaves_a_gradient, recorded))
+            if hits:
+                found.setdefault(key, Finding(*key[:1], api, *key[1:])).hits += hits
         return list(found.values())
 
     def innermost(self) -> _Region | None:
@@ -286,6 +296,12 @@ class Watcher:
             with contextlib.suppress(Exception):  # a mode the program left open above ours
                 state.__exit__(None, None, None)
             changed = state.seen
+        elif isinstance(state[0], torch.fx.Graph):  # what uses its nodes is known once the trace is done
+            nodes = _region_nodes(*state)
+            if _computes_on_program_values(nodes):
+                with self.lock:
+                    self.traced.setdefault((code, place, site), (region.api, []))[1].append(nodes)
+            return
         else:
             changed = _records_program_values(*state)
         if changed:
@@ -554,6 +570,73 @@ def _returned(frame: types.FrameType) -> bool:
 def _nodes(graph) -> list:
     """The nodes of an fx Graph or of a TorchScript graph, in order."""
     return list(graph.nodes) if isinstance(graph, torch.fx.Graph) else list(graph.nodes())
+
+
+def _region_nodes(graph, count: int, skipped: list[range]) -> list:
+    """The nodes a region recorded: after the first `count`, but those `skipped` (grad mode on)."""
+    return [node for index, node in enumerate(_nodes(graph)[count:], count) if not any(index in gap for gap in skipped)]
+
+
+def _computes_on_program_values(nodes: list) -> bool:
+    """Whether fx nodes compute on an input, a value recorded before, or an attribute of the module."""
+    added = set(nodes)
+    return any(node.op == "get_attr" or any(used not in added for used in node.all_input_nodes)
+               for node in nodes if node.op != "output")
+
+
+# ops whose result carries no gradient: comparisons, indices, tests
+_NO_GRADIENT = frozenset({"eq", "ne", "lt", "le", "gt", "ge", "argmax", "argmin", "argsort", "bucketize", "searchsorted",
+                          "isnan", "isinf", "isfinite", "logical_and", "logical_or", "logical_not", "logical_xor"})
+
+
+def _leaves_a_gradient(nodes: list) -> bool:
+    """Once the trace is done: whether a region's fx nodes hand a value that may carry a gradient to
+    a node after it (or to the output), or change one of the program's in place. Nodes nothing after
+    the region uses (a metric stored on the module) and what only integer or boolean results feed
+    (`argmax`, a mask, `mask.float()`) change no traced gradient when the tracer drops the region."""
+    carries: set = set()
+    for node in nodes:
+        name = _op_name(node)
+        if _in_place(name) and node.args:  # `buffer.mul_(...).add_(...)`: the program's value, changed
+            changed = node.args[0]
+            while changed in nodes and _in_place(_op_name(changed)) and changed.args:
+                changed = changed.args[0]
+            if changed not in nodes or changed.op == "get_attr":
+                return True
+        dtype = getattr(node.meta.get("val", node.meta.get("tensor_meta")), "dtype", None)
+        if (name in _NO_GRADIENT or name == "getattr" and node.args[1:2] in (("dtype",), ("shape",), ("device",))
+                or dtype is not None and not (dtype.is_floating_point or dtype.is_complex)):
+            continue
+        if node.op == "get_attr" and _constant(node):
+            continue
+        if node.op == "get_attr" or any(used in carries or used not in nodes for used in node.all_input_nodes):
+            carries.add(node)
+            if any(user not in nodes for user in node.users):
+                return True
+    return False
+
+
+def _op_name(node) -> str:
+    """`mul_` for `x.mul_(2)`, `torch.mul_` and aten's `mul_.Tensor`; "" for a submodule's call."""
+    if node.op == "call_module":
+        return ""
+    return node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "").partition(".")[0]
+
+
+def _in_place(name: str) -> bool:
+    return name.endswith("_") and not name.endswith("__")
+
+
+def _constant(node) -> bool:
+    """A buffer of the module symbolic_trace traced (a tensor that requires no grad, no Parameter)."""
+    module = node.graph.owning_module
+    if module is None or "val" in node.meta:  # (make_fx's constants: which of them are parameters, unknown)
+        return False
+    try:
+        value = operator.attrgetter(node.target)(module)
+    except AttributeError:
+        return False
+    return isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter) and not value.requires_grad
 
 
 def _records_program_values(graph, count: int, skipped: list[range]) -> bool:
