@@ -748,3 +748,25 @@ def test_regions_that_only_add_to_what_nothing_traced_reads():
     traced = torch.jit.trace(module.RunningMean(), (X,), check_trace=False)
     traced.mean.zero_()  # (tracing ran it once) each call below starts from a running mean at zero
     assert traced_minus_eager(module.RunningMean(), traced) > 0.1
+
+
+def test_a_classmethod_of_a_base_class_builds_the_class_it_is_called_on():
+    """fixtures/checker/ng004_classmethod_builders.py: `from_config` called on a registered subclass
+    builds that subclass, whose region forward mode differentiates through and reverse mode does
+    not; the look-alike built by name is the base class's own `Plain`, with no region."""
+    module = checker_fixture("ng004_classmethod_builders")
+    assert type(module.by_name) is module.Scaled and type(module.direct) is module.Scaled
+    assert float((module.forward - module.reverse).abs().max()) > 0.1
+    assert torch.allclose(module.forward_direct, module.forward)
+    assert type(module.plain) is module.Plain and torch.allclose(module.forward_plain, module.reverse_plain)
+
+
+def test_a_registry_class_hands_out_its_classes_from_getitem():
+    """fixtures/checker/ng004_getitem_registry.py: the class `build` makes through `self[name]`
+    changes forward mode's Jacobian; the fallback registry's `Identity` has no region to change."""
+    module = checker_fixture("ng004_getitem_registry")
+    assert type(module.built) is module.Scaled and type(module.indexed) is module.Scaled
+    assert float((module.forward - module.reverse).abs().max()) > 0.1
+    assert torch.allclose(module.forward_indexed, module.forward)
+    assert type(module.other) is module.Identity and torch.allclose(module.forward_other, module.reverse_other)
+

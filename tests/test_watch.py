@@ -88,7 +88,7 @@ ENTRY_POINTS_PROGRAM = """\
             self.linear = torch.nn.Linear(1, 1)
 
         def forward(self, x):
-            return self.linear(x) + f(x)
+            return self.linear(x * f(x))
 
     x, one = torch.tensor([1.5]), torch.ones(1)
     print("jvp", tf.jvp(f, (x,), (one,))[1].item())  # jvp

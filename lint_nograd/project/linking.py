@@ -405,6 +405,9 @@ class Project:
                     yield ("I", value[1], value[2])
                 elif value[0] == "X":
                     yield ("XI", value[1])
+                elif value[0] == "F" and value[3] and ref[1][0] == "attr" and \
+                        getattr(self.function((value[1], value[2])), "kind", "") == "classmethod":
+                    yield from self._made_by_classmethod(module, ref[1], value, depth)
                 else:
                     for function in self.runs(value):
                         yield from self.returned(function, depth + 1)
@@ -413,6 +416,21 @@ class Project:
                 yield ("W", value)
         else:
             yield from self._resolve_more(module, ref, depth)
+
+    def _made_by_classmethod(self, module: str, callee: Ref, method: Value, depth: int) -> Iterator[Value]:
+        """`A.from_config(cfg)`, with `from_config` a classmethod of a base class returning `cls(...)`:
+        an instance of the class it is called on (of each class `MODELS[name]` may be), not of the
+        base class that defines it."""
+        owner = (method[1], method[2].rpartition(".")[0])
+        classes = [(value[1], value[2]) for value in self.resolve(module, callee[1], depth + 1) if value[0] == "C"]
+        receivers = [("I", *cls) for cls in classes
+                     if cls != owner and method in self._member(*cls, callee[2], True, set())]
+        for value in self.returned(method, depth + 1):
+            if value[0] == "I" and (value[1], value[2]) == owner and receivers:
+                yield from receivers
+                if owner not in classes:
+                    continue
+            yield value
 
     def _resolve_more(self, module: str, ref: Ref, depth: int) -> Iterator[Value]:
         """Containers and their elements, `super()`."""
@@ -454,7 +472,8 @@ class Project:
 
     def _elements_of(self, value: Value, depth: int, key=None) -> Iterator[Value]:
         """What indexing (by `key`, when a literal) or iterating `value` gives: a container's elements,
-        what `__next__` of what `__iter__` returns, the elements of what the calls pass to a parameter."""
+        what `__getitem__` returns, what `__next__` of what `__iter__` returns, the elements of what
+        the calls pass to a parameter."""
         kind = value[0]
         if kind == "B":
             if key is None or len(value) < 3 or value[2] == key:
@@ -462,6 +481,8 @@ class Project:
         elif kind == "I":
             for held in self._member(value[1], value[2], library.ITEMS_ATTRIBUTE, False, set()):
                 yield from self._elements_of(held, depth + 1, key)  # `self[name] = cls` in its methods
+            for getter in self._member(value[1], value[2], "__getitem__", True, set()):
+                yield from self.returned(getter, depth + 1)  # `return self._items[key]`
             for iterator in self._member(value[1], value[2], "__iter__", True, set()):
                 for made in self.returned(iterator, depth + 1):
                     if made[0] == "B":  # a generator
