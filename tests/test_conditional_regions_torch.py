@@ -35,7 +35,7 @@ def eager_gradient(net):
     return x.grad
 
 
-@pytest.mark.parametrize("name", ["FrozenByFlag", "ChosenContext", "ChosenInline"])
+@pytest.mark.parametrize("name", ["FrozenByFlag", "ChosenContext", "ChosenInline", "FrozenByStatement"])
 def test_forward_mode_ignores_the_region_when_the_flag_enters_it(fixture, name):
     frozen, thawed = getattr(fixture, name)(frozen=True), getattr(fixture, name)(frozen=False)
     assert not torch.allclose(jacfwd(frozen)(X), jacrev(frozen)(X))
@@ -53,3 +53,13 @@ def test_enable_grad_chosen_by_a_flag_changes_nothing(fixture):
     for tuning in (True, False):
         net = lambda x: fixture.GradChosenOn()(x, tuning)  # noqa: E731
         assert torch.allclose(jacfwd(net)(X), jacrev(net)(X))
+
+
+def test_putting_back_the_mode_read_before_changes_nothing(fixture):
+    """`set_grad_enabled(previous)` with `previous = torch.is_grad_enabled()`: the same Jacobians,
+    and grad mode is back as it was after the call, also under `no_grad`."""
+    net = fixture.RestoredAround()
+    assert torch.allclose(jacfwd(net)(X), jacrev(net)(X))
+    with torch.no_grad():
+        net(X)
+        assert not torch.is_grad_enabled()

@@ -62,6 +62,7 @@ def jit(module):
 @pytest.mark.parametrize("project", ["containers"], indirect=True)
 @pytest.mark.parametrize(("name", "how"), [("Encoder", fx), ("Heads", jit), ("WithChild", fx)])
 def test_containers_traced(project, name, how):
+    torch.manual_seed(0)  # (a random layer may, rarely, make the two gradients close)
     module = getattr(project("pkg.models"), name)().double()
     assert traced_minus_eager(module, how(module)) > 0.1
 
@@ -770,3 +771,44 @@ def test_a_registry_class_hands_out_its_classes_from_getitem():
     assert torch.allclose(module.forward_indexed, module.forward)
     assert type(module.other) is module.Identity and torch.allclose(module.forward_other, module.reverse_other)
 
+
+
+def test_a_parameter_nothing_calls_with_holds_the_classes_that_have_what_it_is_asked():
+    """fixtures/checker/ng004_typed_by_use.py: called as a script would, `flow_jacobian` with a
+    `Flow` and `directional` with a `Learner` differ from reverse mode (the regions cut what forward
+    mode differentiates); `unroll_jacobian` cannot be given a `Rollout` (it has no `reset`), and
+    `step_jacobian`'s only caller gives it a `Plain`, whose Jacobian needs no region."""
+    module = checker_fixture("ng004_typed_by_use")
+    z = module.Z
+    flow = module.Flow()
+    assert float((module.flow_jacobian(flow, z) - torch.func.jacrev(flow.solve)(z)).abs().max()) > 0.1
+    learner, v = module.Learner(), torch.ones_like(z)
+    reverse = torch.dot(torch.func.grad(learner.meta_loss)(z), v)
+    assert abs(float(module.directional(learner, z, v) - reverse)) > 0.1
+    with pytest.raises(AttributeError):
+        module.unroll_jacobian(module.Rollout(), z)
+    assert torch.allclose(module.plain_jacobian, torch.diag(z.cos()))
+
+
+def test_a_region_whose_values_leave_only_as_numbers_and_booleans_changes_nothing():
+    """fixtures/checker/ng004_cut_after_region.py: regions read after only through `int(...)`,
+    `bool(...)` and `.item()` give the same Jacobian in forward and reverse mode; the look-alike
+    that also multiplies by the value does not."""
+    module = checker_fixture("ng004_cut_after_region")
+    assert torch.allclose(module.forward, module.reverse)
+    assert float((module.forward_scaled - module.reverse_scaled).abs().max()) > 0.1
+
+
+def test_a_context_manager_function_yielding_in_a_region_runs_the_with_body_in_it():
+    """fixtures/checker/ng004_context_manager_functions.py: the body of `with evaluating(net):`
+    runs under `no_grad` (NG001: `jacrev` in it still differentiates; NG004: forward mode differs
+    from reverse mode); the look-alikes' bodies run with grad on, and their Jacobians agree."""
+    module = checker_fixture("ng004_context_manager_functions")
+    with module.evaluating(module.NET):
+        assert not torch.is_grad_enabled()
+    assert torch.allclose(module.teacher_jacobian(module.X), module.NET.weight)
+    assert float((module.forward - module.reverse).abs().max()) > 0.1
+    assert torch.allclose(module.forward_thawed, module.reverse_thawed)
+    assert torch.allclose(module.forward_maybe, module.reverse_maybe)
+    with module.timed("t"), module.maybe_frozen(False):
+        assert torch.is_grad_enabled()

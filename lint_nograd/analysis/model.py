@@ -116,7 +116,9 @@ class GradState:
 
 
 MODULE_STATE = GradState(True, False)  # module code runs in the default mode
-CALLER_STATE = GradState(_UNKNOWN, _UNKNOWN)  # a function body runs in its caller's mode
+CALLER_STATE = GradState(_UNKNOWN, _UNKNOWN)
+_CONTEXT_MANAGER_DECORATORS = frozenset({"contextlib.contextmanager", "contextlib.asynccontextmanager"})
+_READS_GRAD_MODE = frozenset({"torch.is_grad_enabled", "torch.is_inference_mode_enabled"})  # a function body runs in its caller's mode
 
 
 @dataclass(eq=False)
@@ -364,15 +366,35 @@ class SemanticModel:
             enabled = {"no_grad": False, "enable_grad": True}.get(api_name)
         if api_name in ("set_grad_enabled", "inference_mode") and not entered_by:
             enabled = _literal_mode(call, keyword="mode", default=api_name == "inference_mode")
-            if enabled is _UNKNOWN and not isinstance(owner, ast.Expr):  # `with set_grad_enabled(self.training):`
+            # `with set_grad_enabled(self.training):`, or the call as a statement, but not the one that
+            # restores the mode it found (`prev = torch.is_grad_enabled()`, then `set_grad_enabled(prev)`)
+            # nor one an ExitStack enters
+            if enabled is _UNKNOWN and not (isinstance(owner, ast.Expr) and owner.value is not expr):
                 flag = call.args[0] if call.args else next(k.value for k in call.keywords if k.arg == "mode")
-                when = _when(flag, api_name == "inference_mode")
+                if not (isinstance(owner, ast.Expr) and self._restores_mode(flag, scope)):
+                    when = _when(flag, api_name == "inference_mode")
         if when and api_name == "enable_grad":
             return None  # chosen by a flag, it turns grad on or leaves it as it is
         change = GradModeChange(api_name, enabled, expr, owner, function, when, entered_by=entered_by)
         self.grad_mode_changes.append(change)
         self._change_of[expr] = self._change_of[outer] = change
         return change
+
+    def _restores_mode(self, flag: ast.expr, scope: Scope) -> bool:
+        """Whether `set_grad_enabled(flag)` puts back a mode read before: `flag` a name the function
+        binds to `torch.is_grad_enabled()` (`prev = torch.is_grad_enabled()`), or an attribute that
+        the file sets to it (`self._prev = torch.is_grad_enabled()`)."""
+        if isinstance(flag, ast.Name):
+            return any(self._reads_grad_mode(binding.value, binding.scope)
+                       for binding in self.scopes.lookup(scope, flag.id, (flag.lineno, flag.col_offset)))
+        if isinstance(flag, ast.Attribute):
+            return any(self._reads_grad_mode(statement.value, where) for statement, where in self.statements
+                       if isinstance(statement, ast.Assign) and any(
+                           isinstance(target, ast.Attribute) and target.attr == flag.attr for target in statement.targets))
+        return False
+
+    def _reads_grad_mode(self, value: ast.expr | None, scope: Scope) -> bool:
+        return isinstance(value, ast.Call) and bool(self.qualified_names(value.func, scope) & _READS_GRAD_MODE)
 
     def _mode_made_by(self, target: ast.expr, scope: Scope) -> Optional[tuple[str, Optional[bool], bool]]:
         """The grad mode that calling what a name is bound to, alone, makes: a class of this file
@@ -391,10 +413,31 @@ class SemanticModel:
             return self._class_modes[binding.node]
         self._class_modes[binding.node] = None  # (a function returning what it returns makes none)
         inner = self.scopes.of.get(binding.node, binding.scope)
+        if any(self.qualified_names(d, binding.scope) & _CONTEXT_MANAGER_DECORATORS for d in binding.node.decorator_list):
+            found = self._class_modes[binding.node] = self._yielded_in_mode(binding.node, inner)
+            return found
         returned = {self._made_mode(node.value, inner) if node.value is not None else None
                     for node in _returns(binding.node.body)}
         found = self._class_modes[binding.node] = returned.pop() if len(returned) == 1 else None
         return found
+
+    def _yielded_in_mode(self, function: ast.FunctionDef, scope: Scope) -> Optional[tuple[str, Optional[bool], bool]]:
+        """`@contextmanager def evaluating(m): ... with torch.no_grad(): yield m`: the body of
+        `with evaluating(net):` runs while the generator is suspended at its `yield`, so in the mode
+        every `yield` of it is in (None when they differ or one is outside every region)."""
+        modes: set = set()
+        todo: list[tuple[ast.AST, Optional[tuple]]] = [(statement, None) for statement in function.body]
+        while todo:
+            node, mode = todo.pop()
+            if isinstance(node, (ast.Yield, ast.YieldFrom)):
+                modes.add(mode)
+            if isinstance(node, (ast.With, ast.AsyncWith)):
+                for item in node.items:
+                    mode = self._made_mode(item.context_expr, scope) or mode
+            if not isinstance(node, (*FUNCTION_NODES, ast.ClassDef)):
+                todo.extend((child, mode) for child in ast.iter_child_nodes(node))
+        found = modes.pop() if len(modes) == 1 else None
+        return (found[0], found[1], False) if found else None
 
     def _class_mode(self, cls: ast.ClassDef, scope: Scope) -> Optional[tuple[str, Optional[bool], bool]]:
         """(api, enabled, whether it also decorates) for the grad mode that entering an object of a

@@ -129,8 +129,8 @@ def flow_of(model: SemanticModel, region: GradModeChange) -> Flow:
             isinstance(node, (ast.Name, ast.Tuple, ast.List, ast.Store)) for target in (
                 s.targets if isinstance(s, ast.Assign) else [s.target]) for node in walk(target)) for s in body[:-1])
     returned_only = (local_only and bool(bound) or returning) and _only_returned(region, bound, inside)
-    if local_only and bound and not any(isinstance(node, ast.Attribute) and node.attr in _AUTOGRAD_STATE
-                                        for node in nodes) \
+    if (local_only and bound or returning) and not any(isinstance(node, ast.Attribute) and node.attr in _AUTOGRAD_STATE
+                                                        for node in nodes) \
             and _read_after_only_without_derivative(region, body, bound, inside, names_of):
         return Flow(inert=NO_DERIVATIVE)  # (`(x * 2).requires_grad` reads what grad mode makes: not so)
     return Flow("", inputs, _stores(region, targets, inside) if plain else (), local_only, assumes, cut_after, mutates,
@@ -606,8 +606,12 @@ def _stores(region: GradModeChange, targets: list[ast.expr], inside: set[int]) -
 
 
 def _is_docstring_or_pass(statement: ast.stmt) -> bool:
-    return isinstance(statement, ast.Pass) or (
-        isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant))
+    """Also a `yield` of a name or of nothing: it computes nothing, and what runs while the generator
+    is suspended there runs in the region where it is consumed (`model.GradModeChange.leaked_from`,
+    a `@contextmanager` function: reported there)."""
+    value = statement.value if isinstance(statement, ast.Expr) else None
+    return isinstance(statement, ast.Pass) or isinstance(value, ast.Constant) or \
+        isinstance(value, ast.Yield) and (value.value is None or isinstance(value.value, (ast.Name, ast.Constant)))
 
 
 def _reads_only_constants(model: SemanticModel, node: ast.AST, scope: Scope, found: dict, depth: int) -> bool:
@@ -825,13 +829,24 @@ def _only_in_aux(region: GradModeChange, names: set[str], inside: set[int]) -> b
 
 def _read_after_only_without_derivative(region: GradModeChange, body: list[ast.stmt], bound: set[str],
                                         inside: set[int], names_of) -> bool:
-    """Whether the only locals the region binds that code after it reads are assigned, each time
-    in it, a value that carries no derivative (`d = dist(z, codebook)` then `idx = d.argmin(-1)`,
-    only `idx` read after): nothing it computes leaves with a derivative, in any mode."""
-    read = {node.id for node in walk(region.function) if isinstance(node, ast.Name)
-            and isinstance(node.ctx, ast.Load) and node.id in bound and id(node) not in inside}
+    """Whether nothing the region computes leaves it with a derivative, in any mode: what it returns
+    carries none (`return int(h)`), and each local it binds that code after it reads is either read
+    only below an operation whose value carries none (`n = int(h)`, `if err < tol:`) or assigned,
+    each time in the region, a value that carries none (`d = dist(z, codebook)` then
+    `idx = d.argmin(-1)`, only `idx` read after)."""
+    returned = body[-1].value if body and isinstance(body[-1], ast.Return) else None
+    if returned is not None and not activity.no_derivative(returned, names_of):
+        return False
+    statements = body[:-1] if returned is not None else body
+    cut = set()  # the reads below an operation whose value is a number or a boolean (a cut by `.detach()`
+    for node in walk(region.function):  # or `stop_gradient` is the fix's own form: `_cut_after`)
+        if isinstance(node, ast.expr) and id(node) not in inside and activity.no_derivative(node, names_of) \
+                and not _cuts(node, names_of):
+            cut.update(id(below) for below in walk(node))
+    read = {node.id for node in walk(region.function) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
+            and node.id in bound and id(node) not in inside and id(node) not in cut}
     values: dict[str, list[ast.expr]] = {}
-    for statement in body:
+    for statement in statements:
         targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
         for target in targets:
             if not isinstance(target, ast.Name):
@@ -839,8 +854,18 @@ def _read_after_only_without_derivative(region: GradModeChange, body: list[ast.s
                     return False  # (unpacked: which element is which is not told)
                 continue
             values.setdefault(target.id, []).append(statement.value)
-    return bool(read) and all(activity.no_derivative(value, names_of)
-                              for name in read for value in values.get(name, [None]))
+    read_cut = any(isinstance(node, ast.Name) and node.id in bound and id(node) in cut for node in walk(region.function))
+    return (bool(read) or returned is not None or read_cut) and all(
+        activity.no_derivative(value, names_of) for name in read for value in values.get(name, [None]))
+
+
+def _cuts(node: ast.expr, names_of) -> bool:
+    """`x.detach()`, `stop_gradient(x)`: a tensor, cut from the graph."""
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    return isinstance(func, ast.Attribute) and func.attr in ("detach", "detach_") or \
+        any(name.rpartition(".")[2] == "stop_gradient" for name in names_of(func) or ())
 
 
 def _only_returned(region: GradModeChange, names: set[str], inside: set[int]) -> bool:

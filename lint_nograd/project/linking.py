@@ -48,6 +48,7 @@ _CAPTURED = frozenset({CAPTURED})
 _MAX_DEPTH = 24
 _MAX_OPEN = 48  # refs resolved one inside another (the depth above restarts at a helper's call site): Python's stack
 _MAX_ROUNDS = 4  # a cycle of refs is resolved again at most so often, until it finds no more
+_MAX_TYPED_BY_USE = 4  # classes a parameter may be taken to hold by what is asked of it; more tell nothing
 _NO_CYCLE = 1 << 30  # `Project._low` when no open ref was met
 
 
@@ -83,6 +84,9 @@ class Reacher:
     via: Optional[tuple[str, Span, str]] = None  # (module, span, text): the call of the helper that passed it on
     exported: bool = False  # a tracer whose result is only saved, exported or run without grad (Source.exported)
     skips: tuple[str, ...] = ()  # the guarded branches it cannot run (Source.skips)
+    # (module, span, note): a parameter no call tells of, taken to hold the classes that have what it
+    # is asked for (`Project._seed_typed_by_use`)
+    assumed: Optional[tuple[str, Span, str]] = None
 
 
 @dataclass(frozen=True)
@@ -1061,6 +1065,9 @@ class Project:
                         self._seed_helper_call(module, site, name)
                     self._seed_transformed_call(module, function, site)
         self._propagate()
+        for module in modules:
+            self._seed_typed_by_use(module)
+        self._propagate()
         for module in modules:  # what objects a region's calls run on (`self.residual.pde_residual(z)`):
             for function in self.summary(module).functions.values():  # their makers' callers wanted
                 for call in function.region_calls:
@@ -1495,6 +1502,56 @@ class Project:
                     self._reach(function, mode, reacher, varied, objects.get(function, ANY_OBJECT))
                 if functions and not path:  # `probe(partial(loss, net), ...)`: what `partial` binds
                     self._seed_bound(module, caller, {(f[1], f[2]) for f in functions}, {mode: inner})
+
+    def _seed_typed_by_use(self, module: str) -> None:
+        """A helper that nothing in the loaded modules calls (`def flow_jacobian(model, z): return
+        jacfwd(model.solve)(z)`, called from scripts outside the project) hands a transform an
+        attribute of a parameter no call tells of: the parameter is taken to hold the classes of the
+        loaded modules that have every attribute the function asks of it, when it asks at least one
+        that only classes of the project define (typing by use, in a closed world). Seeded after
+        every other chain, so that a chain the project spells is the one a finding names."""
+        for key, uses in self._uses_of(module).items():
+            name = called_as(key[1])
+            if not name or not any(isinstance(use, tuple) for use in uses) or self._called_anywhere(key[:2], name):
+                continue
+            use = self.parameter(key)
+            sourced = [(path, mode, reacher) for (path, mode), reacher in use.sourced.items() if path[:1] != "["]
+            asked = {path.split(".")[0] for path in chain(use.called, (path for path, _, _ in sourced))} - {""}
+            classes = self._classes_having(asked) if any(path for path, _, _ in sourced) else []
+            for cls_module, cls in classes:
+                shown = ", ".join(f"`.{name}`" for name in sorted(asked))
+                for path, mode, inner in sourced:
+                    note = (inner.module, inner.span, f"nothing calls `{display_name(key[1])}`: `{key[2]}` is taken "
+                                                      f"to be a `{cls}`, which has {shown}")
+                    objects: dict[Value, frozenset] = {}
+                    found = self._functions_along(cls_module, (("inst", ("cls", cls)),), path, None, objects)
+                    for callee in found:
+                        called = self.function((callee[1], callee[2]))
+                        params = called.params[1:] if callee[3] else called.params
+                        varied = frozenset((*params, *called.kwonly)) if (path, mode) in use.given else EVERY
+                        self._reach(callee, mode, replace(inner, assumed=note), varied,
+                                    objects.get(callee, ANY_OBJECT))
+
+    def _called_anywhere(self, key: FunctionKey, name: str) -> bool:
+        """Whether a call of the loaded modules may run the function `key` (`m.loss(...)` with `m`
+        a module given at run time tells nothing)."""
+        return any(function[1:3] == key for module, site in self._sites_named(name)
+                   for function in self._functions(module, site.callees))
+
+    def _classes_having(self, names: set[str]) -> list[tuple[str, str]]:
+        """The classes of the loaded modules whose MRO in the project defines each of `names` that
+        some class of the project defines (the others a library base may give: `.parameters()`);
+        none when no name is the project's, or when more than a few classes have them all."""
+        defined: dict[tuple[str, str], set[str]] = {}
+        for module in self.loaded():
+            for cls, info in self.summary(module).classes.items():
+                defined[(module, cls)] = {name for name in names if name in info.methods or name in info.attributes}
+        known = set().union(*defined.values()) if defined else set()
+        if not known:
+            return []
+        found = [cls for cls in defined
+                 if known <= {name for base in self.mro(*cls) if base in defined for name in defined[base]}]
+        return found if len(found) <= _MAX_TYPED_BY_USE else []
 
     def _propagate(self) -> None:
         self._following = True  # what attributes hold is looked for only along a chain

@@ -348,6 +348,9 @@ def _reacher_related(project: Project, finding: RegionFinding, here: str) -> tup
         via_module, via_span, via_text = reacher.via
         related += (related_at(via_span, f"given to `{shorten(callee_text(via_text), 40)}` here",
                                project.path(via_module)),)
+    if reacher.assumed is not None:
+        assumed_module, assumed_span, note = reacher.assumed
+        related += (related_at(assumed_span, note, project.path(assumed_module)),)
     return related
 
 
