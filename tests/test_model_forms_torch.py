@@ -800,15 +800,30 @@ def test_a_region_whose_values_leave_only_as_numbers_and_booleans_changes_nothin
 
 
 def test_a_context_manager_function_yielding_in_a_region_runs_the_with_body_in_it():
-    """fixtures/checker/ng004_context_manager_functions.py: the body of `with evaluating(net):`
+    """fixtures/checker/ng00[14]_context_manager_functions.py: the body of `with evaluating(net):`
     runs under `no_grad` (NG001: `jacrev` in it still differentiates; NG004: forward mode differs
     from reverse mode); the look-alikes' bodies run with grad on, and their Jacobians agree."""
     module = checker_fixture("ng004_context_manager_functions")
     with module.evaluating(module.NET):
         assert not torch.is_grad_enabled()
-    assert torch.allclose(module.teacher_jacobian(module.X), module.NET.weight)
+    transformed = checker_fixture("ng001_context_manager_functions")
+    assert torch.allclose(transformed.teacher_jacobian(module.X), transformed.NET.weight)
+    assert torch.allclose(transformed.timed_jacobian(module.X), transformed.NET.weight)
     assert float((module.forward - module.reverse).abs().max()) > 0.1
     assert torch.allclose(module.forward_thawed, module.reverse_thawed)
     assert torch.allclose(module.forward_maybe, module.reverse_maybe)
     with module.timed("t"), module.maybe_frozen(False):
         assert torch.is_grad_enabled()
+
+
+def test_a_callback_given_the_trainer_by_a_list_differentiates_what_it_computes_without_grad():
+    """fixtures/checker/ng003_typed_by_use.py: the trainer runs `GradientProbe` from its list, and
+    the probe's `autograd.grad` raises on `validation_loss`; `Scorer`'s loss keeps its graph, and
+    `SchedulerProbe` cannot be given a `Trainer` (it has no `scheduler`)."""
+    module = checker_fixture("ng003_typed_by_use")
+    trainer = module.Trainer(torch.nn.Linear(3, 1), [module.GradientProbe()])
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        trainer.fit()
+    assert all(grad is not None for grad in module.score(torch.nn.Linear(3, 1)))
+    with pytest.raises(AttributeError):
+        module.SchedulerProbe().on_step_end(trainer)

@@ -1511,13 +1511,11 @@ class Project:
         that only classes of the project define (typing by use, in a closed world). Seeded after
         every other chain, so that a chain the project spells is the one a finding names."""
         for key, uses in self._uses_of(module).items():
-            name = called_as(key[1])
-            if not name or not any(isinstance(use, tuple) for use in uses) or self._called_anywhere(key[:2], name):
+            if not any(isinstance(use, tuple) for use in uses):
                 continue
             use = self.parameter(key)
             sourced = [(path, mode, reacher) for (path, mode), reacher in use.sourced.items() if path[:1] != "["]
-            asked = {path.split(".")[0] for path in chain(use.called, (path for path, _, _ in sourced))} - {""}
-            classes = self._classes_having(asked) if any(path for path, _, _ in sourced) else []
+            classes, asked = self._typed_by_use(key) if any(path for path, _, _ in sourced) else ([], set())
             for cls_module, cls in classes:
                 shown = ", ".join(f"`.{name}`" for name in sorted(asked))
                 for path, mode, inner in sourced:
@@ -1532,6 +1530,16 @@ class Project:
                         self._reach(callee, mode, replace(inner, assumed=note), varied,
                                     objects.get(callee, ANY_OBJECT))
 
+    def _typed_by_use(self, key: tuple[str, str, str]) -> tuple[list[tuple[str, str]], set[str]]:
+        """The classes a parameter is taken to hold when no call of the loaded modules runs its
+        function (`_seed_typed_by_use`), and the attributes asked of it."""
+        name = called_as(key[1])
+        if not name or self._called_anywhere(key[:2], name):
+            return [], set()
+        use = self.parameter(key)
+        asked = {path.split(".")[0] for path in chain(use.called, (path for path, _ in use.sourced))} - {""}
+        return self._classes_having(asked), asked
+
     def _called_anywhere(self, key: FunctionKey, name: str) -> bool:
         """Whether a call of the loaded modules may run the function `key` (`m.loss(...)` with `m`
         a module given at run time tells nothing)."""
@@ -1540,8 +1548,9 @@ class Project:
 
     def _classes_having(self, names: set[str]) -> list[tuple[str, str]]:
         """The classes of the loaded modules whose MRO in the project defines each of `names` that
-        some class of the project defines (the others a library base may give: `.parameters()`);
-        none when no name is the project's, or when more than a few classes have them all."""
+        some class of the project defines, and each of the others too unless a base outside the
+        project may give it (`.parameters()` of an `nn.Module`); none when no name is the project's,
+        or when more than a few classes have them all."""
         defined: dict[tuple[str, str], set[str]] = {}
         for module in self.loaded():
             for cls, info in self.summary(module).classes.items():
@@ -1549,9 +1558,22 @@ class Project:
         known = set().union(*defined.values()) if defined else set()
         if not known:
             return []
-        found = [cls for cls in defined
-                 if known <= {name for base in self.mro(*cls) if base in defined for name in defined[base]}]
+        found = []
+        for cls in defined:
+            order = self.mro(*cls)
+            has = {name for base in order if base in defined for name in defined[base]}
+            if known <= has and (has == names or self._extends_outside(order)):
+                found.append(cls)
         return found if len(found) <= _MAX_TYPED_BY_USE else []
+
+    def _extends_outside(self, order: list[tuple[str, str]]) -> bool:
+        """Whether a class of an MRO has a base outside the project (`nn.Module`)."""
+        for module, cls in order:
+            info = self.summary(module).classes.get(cls) if self.summary(module) else None
+            if info is not None and any(value[0] == "X" for refs in info.bases for ref in refs
+                                        for value in self.resolve(module, ref)):
+                return True
+        return False
 
     def _propagate(self) -> None:
         self._following = True  # what attributes hold is looked for only along a chain
@@ -2092,7 +2114,9 @@ class Project:
         return [function for value in values for function in self.runs(value)]
 
     def _passed_closure(self, parameter: Value) -> tuple[Value, ...]:
-        """`_passed_on`, remembered: asked once linking is done (what the calls pass is found then)."""
+        """`_passed_on`, remembered: asked once linking is done (what the calls pass is found then).
+        When no call tells, an instance of each class it is taken to hold by what its function asks
+        of it (`_typed_by_use`)."""
         found = self._closures.get(parameter)
         if found is None:
             seen, todo, values = {parameter}, [parameter], {}
@@ -2103,6 +2127,8 @@ class Project:
                     elif passed not in seen:
                         seen.add(passed)
                         todo.append(passed)
+            if not values and not any(self.passed(*value[1:]) for value in seen):
+                values = {("I", *cls): None for cls in self._typed_by_use(parameter[1:])[0]}
             found = self._closures[parameter] = tuple(values)
         return found
 
