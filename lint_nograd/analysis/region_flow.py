@@ -606,12 +606,8 @@ def _stores(region: GradModeChange, targets: list[ast.expr], inside: set[int]) -
 
 
 def _is_docstring_or_pass(statement: ast.stmt) -> bool:
-    """Also a `yield` of a name or of nothing: it computes nothing, and what runs while the generator
-    is suspended there runs in the region where it is consumed (`model.GradModeChange.leaked_from`,
-    a `@contextmanager` function: reported there)."""
-    value = statement.value if isinstance(statement, ast.Expr) else None
-    return isinstance(statement, ast.Pass) or isinstance(value, ast.Constant) or \
-        isinstance(value, ast.Yield) and (value.value is None or isinstance(value.value, (ast.Name, ast.Constant)))
+    return isinstance(statement, ast.Pass) or (
+        isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant))
 
 
 def _reads_only_constants(model: SemanticModel, node: ast.AST, scope: Scope, found: dict, depth: int) -> bool:
