@@ -828,3 +828,12 @@ def test_a_callback_given_the_trainer_by_a_list_differentiates_what_it_computes_
     assert all(grad is not None for grad in module.score(torch.nn.Linear(3, 1)))
     with pytest.raises(AttributeError):
         module.SchedulerProbe().on_step_end(trainer)
+
+
+def test_super_runs_the_base_method_on_the_same_object():
+    """fixtures/checker/ng004_super_calls.py: `Base.forward`, run by `super().forward(x)`, calls
+    `Centered.features`, whose region makes forward mode differ from reverse mode; `Smooth`'s
+    override has none, and `Unbuilt`'s is never run."""
+    module = checker_fixture("ng004_super_calls")
+    assert float((module.forward - module.reverse).abs().max()) > 0.1
+    assert torch.allclose(module.forward_smooth, module.reverse_smooth)

@@ -1638,8 +1638,8 @@ class Project:
                 if None not in receivers:
                     continue
             objects = ANY_OBJECT
-            if on_self:
-                objects = receivers
+            if on_self or own is not None and ref[0] == "attr" and ref[1][0] == "super":
+                objects = receivers  # (`super().forward(x)` runs the base's method on the same object)
             elif ref[0] == "attr":
                 bases = self.resolve(module, ref[1])
                 if bases and all(base[0] == "I" for base in bases):
