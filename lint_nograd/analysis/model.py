@@ -416,10 +416,38 @@ class SemanticModel:
         if any(self.qualified_names(d, binding.scope) & _CONTEXT_MANAGER_DECORATORS for d in binding.node.decorator_list):
             found = self._class_modes[binding.node] = self._yielded_in_mode(binding.node, inner)
             return found
+        wrapped = self._wrapper_mode(binding.node, inner)
+        if wrapped is not None:
+            self._class_modes[binding.node] = wrapped
+            return wrapped
         returned = {self._made_mode(node.value, inner) if node.value is not None else None
                     for node in _returns(binding.node.body)}
         found = self._class_modes[binding.node] = returned.pop() if len(returned) == 1 else None
         return found
+
+    def _wrapper_mode(self, function: ast.FunctionDef, scope: Scope,
+                      factory: bool = True) -> Optional[tuple[str, Optional[bool], bool]]:
+        """The mode a decorator of this file runs the function it decorates in, when it returns a
+        wrapper doing nothing else: `def without_autograd(fn): @wraps(fn) def wrapper(*a, **k): with
+        torch.no_grad(): return fn(*a, **k)` then `return wrapper`; also a factory returning such
+        a decorator (`@frozen()`)."""
+        returned = [node.value for node in _returns(function.body)]
+        if len(returned) != 1 or type(returned[0]) is not ast.Name:
+            return None
+        inner = next((statement for statement in function.body if type(statement) is ast.FunctionDef
+                      and statement.name == returned[0].id), None)
+        if inner is None:
+            return None
+        inner_scope = self.scopes.of.get(inner, scope)
+        body = [statement for statement in inner.body if not _is_docstring(statement)]
+        given = [arg.arg for arg in function.args.args]
+        if len(given) == 1 and len(body) == 1 and type(body[0]) is ast.With and len(body[0].items) == 1 \
+                and len(body[0].body) == 1 and type(body[0].body[0]) is ast.Return:
+            call = body[0].body[0].value
+            if type(call) is ast.Call and type(call.func) is ast.Name and call.func.id == given[0]:
+                mode = self._made_mode(body[0].items[0].context_expr, inner_scope)
+                return (mode[0], mode[1], True) if mode is not None else None
+        return self._wrapper_mode(inner, inner_scope, False) if factory else None
 
     def _yielded_in_mode(self, function: ast.FunctionDef, scope: Scope) -> Optional[tuple[str, Optional[bool], bool]]:
         """`@contextmanager def evaluating(m): ... with torch.no_grad(): yield m`: the body of
@@ -634,9 +662,11 @@ class SemanticModel:
             entered = _entered_context(expr) if isinstance(owner, ast.Expr) else None
             named = entered if entered is not None else expr
             if _last_name(named.func if isinstance(named, ast.Call) else named) not in words and not (
-                    type(named) is ast.Call and type(named.func) is ast.Name
-                    and type(owner) in (ast.With, ast.AsyncWith)
-                    and self._mode_made_by(named.func, scope) is not None):  # `with frozen():`, a factory
+                    type(owner) in (ast.With, ast.AsyncWith) and type(named) is ast.Call
+                    and type(named.func) is ast.Name and self._mode_made_by(named.func, scope) is not None
+                    or type(owner) in (ast.FunctionDef, ast.AsyncFunctionDef)  # a decorator of this file
+                    and type(target := named.func if type(named) is ast.Call else named) is ast.Name
+                    and self._mode_made_by(target, scope) is not None):  # `with frozen():`, a factory
                 continue
             change = self.grad_mode_change(expr, scope, owner, function)
             if change and (change.disables_grad or change.when):  # (one a flag chooses may be entered)
@@ -1360,3 +1390,7 @@ def _assigned_names(target: ast.expr) -> list[str]:
     if isinstance(target, ast.Starred):
         return _assigned_names(target.value)
     return []
+
+
+def _is_docstring(statement: ast.stmt) -> bool:
+    return type(statement) is ast.Expr and type(statement.value) is ast.Constant and type(statement.value.value) is str
