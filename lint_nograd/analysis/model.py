@@ -116,9 +116,9 @@ class GradState:
 
 
 MODULE_STATE = GradState(True, False)  # module code runs in the default mode
-CALLER_STATE = GradState(_UNKNOWN, _UNKNOWN)
+CALLER_STATE = GradState(_UNKNOWN, _UNKNOWN)  # a function body runs in its caller's mode
 _CONTEXT_MANAGER_DECORATORS = frozenset({"contextlib.contextmanager", "contextlib.asynccontextmanager"})
-_READS_GRAD_MODE = frozenset({"torch.is_grad_enabled", "torch.is_inference_mode_enabled"})  # a function body runs in its caller's mode
+_READS_GRAD_MODE = frozenset({"torch.is_grad_enabled", "torch.is_inference_mode_enabled"})
 
 
 @dataclass(eq=False)

@@ -195,6 +195,7 @@ class Project:
         self._varied: dict[tuple[FunctionKey, str], frozenset[str]] = {}  # see `_reach`, `varied_params`
         self._aux: dict[tuple[FunctionKey, str], bool] = {}  # see `_reach`, `only_for_aux`
         self._closures: dict[Value, tuple[Value, ...]] = {}  # `_passed_closure`
+        self._typed: dict[tuple[str, str, str], tuple[list, set]] = {}  # `_typed_by_use`
         self._applying_names: Optional[set[str]] = None  # `_names_applying`
         self._receivers: dict[tuple[FunctionKey, str], frozenset] = {}  # see `_reach`, `_dispatched`
         self._edges: dict[tuple[FunctionKey, str], set[FunctionKey]] = defaultdict(set)  # the calls reach followed
@@ -1533,12 +1534,17 @@ class Project:
     def _typed_by_use(self, key: tuple[str, str, str]) -> tuple[list[tuple[str, str]], set[str]]:
         """The classes a parameter is taken to hold when no call of the loaded modules runs its
         function (`_seed_typed_by_use`), and the attributes asked of it."""
-        name = called_as(key[1])
-        if not name or self._called_anywhere(key[:2], name):
-            return [], set()
-        use = self.parameter(key)
-        asked = {path.split(".")[0] for path in chain(use.called, (path for path, _ in use.sourced))} - {""}
-        return self._classes_having(asked), asked
+        found = self._typed.get(key)
+        if found is None:
+            name = called_as(key[1])
+            if not name or self._called_anywhere(key[:2], name):
+                found = [], set()
+            else:
+                use = self.parameter(key)
+                asked = {path.split(".")[0] for path in chain(use.called, (path for path, _ in use.sourced))} - {""}
+                found = self._classes_having(asked), asked
+            self._typed[key] = found
+        return found
 
     def _called_anywhere(self, key: FunctionKey, name: str) -> bool:
         """Whether a call of the loaded modules may run the function `key` (`m.loss(...)` with `m`
