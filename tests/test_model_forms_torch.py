@@ -772,8 +772,7 @@ def test_a_registry_class_hands_out_its_classes_from_getitem():
     assert type(module.other) is module.Identity and torch.allclose(module.forward_other, module.reverse_other)
 
 
-
-def test_a_parameter_nothing_calls_with_holds_the_classes_that_have_what_it_is_asked():
+def test_a_parameter_no_call_tells_of_holds_the_classes_that_have_what_it_is_asked():
     """fixtures/checker/ng004_typed_by_use.py: called as a script would, `flow_jacobian` with a
     `Flow` and `directional` with a `Learner` differ from reverse mode (the regions cut what forward
     mode differentiates); `unroll_jacobian` cannot be given a `Rollout` (it has no `reset`), and
