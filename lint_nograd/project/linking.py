@@ -40,7 +40,7 @@ from lint_nograd.project.summary import (
 Value = tuple  # ("F", module, function, bound) ("C", module, class) ("I", module, class) ("M", module)
 #               ("X", qualified name) ("XI", qualified class name) ("W", value) ("P", module, function, parameter)
 #               ("B", value): a container holding value; ("S", module, class): `super()` in a method of class;
-#               ("K", value): a function a decorator's wrapper runs
+#               ("K", value): a function a decorator's wrapper runs; ("G", module, name): a container a module binds
 FunctionKey = tuple[str, str]  # (module, function)
 EVERY = frozenset({UNKNOWN})  # every parameter may be varied
 ANY_OBJECT = frozenset({None})  # a method runs on an object of any class
@@ -196,6 +196,8 @@ class Project:
         self._aux: dict[tuple[FunctionKey, str], bool] = {}  # see `_reach`, `only_for_aux`
         self._closures: dict[Value, tuple[Value, ...]] = {}  # `_passed_closure`
         self._typed: dict[tuple[str, str, str], tuple[list, set]] = {}  # `_typed_by_use`
+        self._decorations: list[tuple[str, tuple[Ref, ...], tuple[Ref, ...]]] = []  # `_filled`, from the
+        self._decorations_seen = 0  # first modules loaded
         self._applying_names: Optional[set[str]] = None  # `_names_applying`
         self._receivers: dict[tuple[FunctionKey, str], frozenset] = {}  # see `_reach`, `_dispatched`
         self._edges: dict[tuple[FunctionKey, str], set[FunctionKey]] = defaultdict(set)  # the calls reach followed
@@ -462,6 +464,8 @@ class Project:
                     yield ("S", value[1], value[2])
         elif kind == "decorated":
             yield from self._decorated(module, ref, depth)
+        elif kind == "global":  # a module's container (`_filled`)
+            yield ("G", module, ref[1])
         elif kind == "kept":  # `MODELS[name] = cls` in `register(cls)`: every class the calls register
             yield ("P", module, ref[1][1], ref[1][2])
             yield from self.passed(module, ref[1][1], ref[1][2])
@@ -497,6 +501,46 @@ class Project:
                             yield from self.returned(step, depth + 1)
         elif kind == "P" and self._following and depth < _MAX_DEPTH:
             yield from self._elements_passed(value, depth, key)
+        elif kind == "G":
+            yield from self._filled(value)
+
+    def _filled(self, container: Value) -> Iterator[Value]:
+        """What decorator factories given a module's container store into it, told where each
+        decorates: `@register(FIELDS, "mlp") class Mlp` with `def register(table, name): def deco(cls):
+        table[name] = cls` stores `Mlp` into what that call gives `table`, and nothing into the
+        other containers the factory is given elsewhere."""
+        loaded = self.loaded()
+        if self._decorations_seen < len(loaded):
+            fresh, self._decorations_seen = loaded[self._decorations_seen:], len(loaded)
+            for module in fresh:
+                summary = self.summary(module)
+                for function, _ in summary.fills:  # the modules calling a factory are read in the next round
+                    self._wanted[(module, function)] = None
+                for function in summary.functions.values():
+                    self._decorations += self._factory_stores(module, function.call_sites)
+        for module, decorated, table in self._decorations:
+            if container in self._values(module, table):
+                yield from self._values(module, decorated)
+
+    def _factory_stores(self, module: str, sites: list) -> list[tuple[str, tuple[Ref, ...], tuple[Ref, ...]]]:
+        """(module, what a decorator decorates, what its factory's call gives the container it
+        stores that into) for each decorator of `sites` made by a call of such a factory."""
+        found = []
+        for site in sites:
+            if not site.decoration or not any(ref[0] == "call" for ref in site.callees):
+                continue
+            for made in sites:  # the factory's own call, `register(FIELDS, "mlp")`, spans the decorator
+                if made.decoration or made.span != site.span:
+                    continue
+                for factory in self._functions(module, made.callees):
+                    fills = self.summary(factory[1]).fills
+                    inner = factory[2] + ".<locals>."
+                    tables = {parameter for (function, parameter), stored in fills.items() if function == factory[2]
+                              and any(_unboxed(ref)[0] == "param" and _unboxed(ref)[1].startswith(inner) for ref in stored)}
+                    bound: list = []
+                    self._bind(factory, made, bound)
+                    found += [(module, site.args[0], refs) for _, name, refs in bound if name in tables]
+        return found
 
     def _elements_passed(self, value: Value, depth: int, key) -> tuple[Value, ...]:
         """The elements of what the calls pass to a parameter, found once (remembered as `resolve`
@@ -2330,6 +2374,13 @@ def script_relative(module: str, name: str, modules) -> str:
     if top in modules or not package or f"{package}.{top}" not in modules:
         return name
     return f"{package}.{name}"
+
+
+def _unboxed(ref: Ref) -> Ref:
+    """What a container ref holds, however deeply boxed: `cls` in `("box", ("param", f, "cls"))`."""
+    while ref[0] == "box":
+        ref = ref[1]
+    return ref
 
 
 def called_as(function: str) -> str:

@@ -19,6 +19,7 @@ Refs are tuples:
     ("item", ref)         an element of the container `ref`: `self.blocks[0]`, `block` in `for block in self.blocks`
     ("super", ref)        `super()` in a method of the class `ref`: its attributes are looked up in the bases
     ("kept", param)       a parameter stored into a module's container: what every call passes to it
+    ("global", name)      the container a module binds to `name`: also what decorator factories given it store
 """
 from __future__ import annotations
 
@@ -225,6 +226,9 @@ class ModuleSummary:
     # (function, parameter) -> the hooks it registers on what the parameter holds (or on a submodule of it):
     # they run whenever what a call passes runs (`attach_centering(net)`, returning only the handle)
     hooked: dict[tuple[str, str], tuple[Ref, ...]] = field(default_factory=dict)
+    # (function, parameter) -> what a function nested in it stores into the container the parameter
+    # holds (`def register(table, name): def deco(cls): table[name] = cls`)
+    fills: dict[tuple[str, str], tuple[Ref, ...]] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         """Plain data (dataclasses.asdict is far slower: it deep-copies every ref)."""
@@ -282,6 +286,7 @@ class ModuleSummary:
             "exports": self.exports,
             "hooks": self.hooks,
             "hooked": [[function, parameter, refs] for (function, parameter), refs in self.hooked.items()],
+            "fills": [[function, parameter, refs] for (function, parameter), refs in self.fills.items()],
         }
 
     @classmethod
@@ -347,7 +352,8 @@ class ModuleSummary:
                    bool(data.get("differentiates_state", True)), tuple(data.get("stored_attributes", ())),
                    tuple(data.get("star_imports", ())),
                    None if data.get("exports") is None else tuple(data["exports"]), refs(data.get("hooks", ())),
-                   {(function, parameter): refs(hooks) for function, parameter, hooks in data.get("hooked", ())})
+                   {(function, parameter): refs(hooks) for function, parameter, hooks in data.get("hooked", ())},
+                   {(function, parameter): refs(stored) for function, parameter, stored in data.get("fills", ())})
 
 
 def display_name(name: str) -> str:
@@ -604,6 +610,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         self._dependences: dict[ast.AST, varied.ParameterDependence] = {}  # by function, for `_passing`
         self._hooks: dict[Ref, None] = {}  # `ModuleSummary.hooks`
         self._hooked: dict[tuple[str, str], dict[Ref, None]] = {}  # `ModuleSummary.hooked`
+        self._fills: dict[tuple[str, str], dict[Ref, None]] = {}  # `ModuleSummary.fills`
         self._partials: Optional[dict] = None  # `_stored_partials`
         self._unused_at: dict[int, tuple[str, ...]] = {}  # a call whose value goes nowhere -> the attributes stored
         self._results: dict[str, dict[Ref, Optional[tuple[str, ...]]]] = {}  # per function: None where used
@@ -640,7 +647,8 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
                              self.model.text is None or _differentiates_state(self.model.text),
                              _stored_attributes(self.model.text), tuple(module.star_imports),
                              _literal_all(self.model.module), tuple(self._hooks),
-                             {key: tuple(refs) for key, refs in self._hooked.items()})
+                             {key: tuple(refs) for key, refs in self._hooked.items()},
+                             {key: tuple(refs) for key, refs in self._fills.items()})
 
     # -- what an expression refers to -------------------------------------------------------------
 
@@ -806,6 +814,9 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             paths = self._overwritten.get(binding)
             if paths:
                 refs = tuple([ref for ref in refs if not any(_under(ref, path) for path in paths)])
+            if binding.scope is self.scopes.module and binding.name != "__all__" and (
+                    type(binding.value) in (ast.Dict, ast.List) or activity.makes_container(binding.value)):
+                added += (("global", binding.name),)  # a module's container: decorator factories may fill it
             return refs + added
         return added
 
@@ -1064,6 +1075,10 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             binding = self.scopes.only_binding(container, self.scope)
             if binding is not None and binding.scope is self.scopes.module and self.function != MODULE_BODY:
                 refs = tuple([_kept(ref) for ref in refs])  # a registry: `MODELS[name] = cls` in `register(cls)`
+            elif binding is not None and isinstance(binding.node, ast.arg) and binding.scope is not self.scope \
+                    and isinstance(binding.scope.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                key = (self.model.name_of(binding.scope.node), container.id)  # a registry given to a decorator factory
+                self._fills.setdefault(key, {}).update(dict.fromkeys(refs))
             if binding is not None and not binding.imported:
                 own = set(self.refs(container))  # `d[k] = d.pop(j)`: its own elements add nothing
                 added = self._added.setdefault(binding, [])
