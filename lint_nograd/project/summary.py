@@ -814,9 +814,8 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             paths = self._overwritten.get(binding)
             if paths:
                 refs = tuple([ref for ref in refs if not any(_under(ref, path) for path in paths)])
-            if binding.scope is self.scopes.module and binding.name != "__all__" and (
-                    type(binding.value) in (ast.Dict, ast.List) or activity.makes_container(binding.value)):
-                added += (("global", binding.name),)  # a module's container: decorator factories may fill it
+            if binding.scope is self.scopes.module and _empty_container(binding.value):
+                added += (("global", binding.name),)  # a module's registry: decorator factories may fill it
             return refs + added
         return added
 
@@ -2080,6 +2079,15 @@ def _under(ref: Ref, path: tuple) -> bool:
             return False
         ref = ref[1]
     return True
+
+
+def _empty_container(value: ast.expr) -> bool:
+    """`{}`, `[]`, `dict()`, `defaultdict(list)`: what a registry starts as."""
+    kind = type(value)
+    if kind is ast.Dict or kind is ast.List:
+        return not (value.keys if kind is ast.Dict else value.elts)
+    return activity.makes_container(value) and not value.keywords and all(
+        type(arg) is not ast.Dict and type(arg) is not ast.List for arg in value.args)
 
 
 def _kept(ref: Ref) -> Ref:
