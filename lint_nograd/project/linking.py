@@ -526,12 +526,11 @@ class Project:
         """(module, what a decorator decorates, what its factory's call gives the container it
         stores that into) for each decorator of `sites` made by a call of such a factory."""
         found = []
+        calls = {site.span: site for site in sites if not site.decoration}
         for site in sites:
-            if not site.decoration or not any(ref[0] == "call" for ref in site.callees):
-                continue
-            for made in sites:  # the factory's own call, `register(FIELDS, "mlp")`, spans the decorator
-                if made.decoration or made.span != site.span:
-                    continue
+            # the factory's own call, `register(FIELDS, "mlp")`, spans the decorator
+            made = calls.get(site.span) if site.decoration and any(ref[0] == "call" for ref in site.callees) else None
+            if made is not None:
                 for factory in self._functions(module, made.callees):
                     fills = self.summary(factory[1]).fills
                     inner = factory[2] + ".<locals>."
@@ -1561,8 +1560,8 @@ class Project:
             use = self.parameter(key)
             sourced = [(path, mode, reacher) for (path, mode), reacher in use.sourced.items() if path[:1] != "["]
             classes, asked = self._typed_by_use(key) if any(path for path, _, _ in sourced) else ([], set())
+            shown = ", ".join(f"`.{name}`" for name in sorted(asked))
             for cls_module, cls in classes:
-                shown = ", ".join(f"`.{name}`" for name in sorted(asked))
                 for path, mode, inner in sourced:
                     note = (inner.module, inner.span, f"nothing calls `{display_name(key[1])}`: `{key[2]}` is taken "
                                                       f"to be a `{cls}`, which has {shown}")
@@ -1619,7 +1618,8 @@ class Project:
     def _extends_outside(self, order: list[tuple[str, str]]) -> bool:
         """Whether a class of an MRO has a base outside the project (`nn.Module`)."""
         for module, cls in order:
-            info = self.summary(module).classes.get(cls) if self.summary(module) else None
+            summary = self.summary(module)
+            info = summary.classes.get(cls) if summary else None
             if info is not None and any(value[0] == "X" for refs in info.bases for ref in refs
                                         for value in self.resolve(module, ref)):
                 return True
