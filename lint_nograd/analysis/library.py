@@ -20,6 +20,7 @@ RETURNS_ARGUMENT = {
     "copy.copy": (0, "x"),
     "builtins.staticmethod": (0, "function"),  # `loss = staticmethod(mse)` in a class body: `self.loss` is `mse`
     "dataclasses.field": (None, "default"),  # `model: Net = field(default=net)`: the field holds `net`
+    "typing.cast": (1, "val"),  # `return cast(F, wrapper)` in a typed decorator
 }
 
 # Entry points whose result runs the module (or function) they are given and reads its attributes

@@ -1218,8 +1218,9 @@ class Project:
         found: list[Value] = []
         for ref in refs:
             for value in self.resolve(module, ref):
-                if value[0] == "C":
-                    found += self._member(value[1], value[2], "__init__", True, set())
+                if value[0] == "C":  # (a decorated `__init__` may hold what is no function of the project)
+                    found += [init for init in self._member(value[1], value[2], "__init__", True, set())
+                              if init[0] == "F"]
         return found
 
     # -- the call graph ------------------------------------------------------------------------------
