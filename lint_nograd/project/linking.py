@@ -196,6 +196,7 @@ class Project:
         self._aux: dict[tuple[FunctionKey, str], bool] = {}  # see `_reach`, `only_for_aux`
         self._closures: dict[Value, tuple[Value, ...]] = {}  # `_passed_closure`
         self._typed: dict[tuple[str, str, str], tuple[list, set]] = {}  # `_typed_by_use`
+        self._having: tuple[int, dict, dict] = (-1, {}, {})  # `_classes_defining`
         self._decorations: list[tuple[str, tuple[Ref, ...], tuple[Ref, ...]]] = []  # `_filled`, from the
         self._decorations_seen = 0  # first modules loaded
         self._applying_names: Optional[set[str]] = None  # `_names_applying`
@@ -1601,20 +1602,29 @@ class Project:
         some class of the project defines, and each of the others too unless a base outside the
         project may give it (`.parameters()` of an `nn.Module`); none when no name is the project's,
         or when more than a few classes have them all."""
-        defined: dict[tuple[str, str], set[str]] = {}
-        for module in self.loaded():
-            for cls, info in self.summary(module).classes.items():
-                defined[(module, cls)] = {name for name in names if name in info.methods or name in info.attributes}
-        known = set().union(*defined.values()) if defined else set()
+        defining, by_name = self._classes_defining()
+        for name in names - by_name.keys():
+            by_name[name] = [cls for cls, defined in defining.items() if name in defined]
+        known = {name for name in names if by_name[name]}
         if not known:
             return []
-        found = []
-        for cls in defined:
-            order = self.mro(*cls)
-            has = {name for base in order if base in defined for name in defined[base]}
-            if known <= has and (has == names or self._extends_outside(order)):
-                found.append(cls)
+        found = [cls for cls in by_name[min(known, key=lambda name: len(by_name[name]))]
+                 if known <= defining[cls] and (names <= defining[cls] or self._extends_outside(self.mro(*cls)))]
         return found if len(found) <= _MAX_TYPED_BY_USE else []
+
+    def _classes_defining(self) -> tuple[dict[tuple[str, str], frozenset[str]], dict[str, list[tuple[str, str]]]]:
+        """What each class of the loaded modules defines (methods and attributes), itself or through
+        its bases in the project, and the classes defining each name asked for so far; found again
+        once more modules are loaded."""
+        count, defining, by_name = self._having
+        if count != len(self.loaded()):
+            count = len(self.loaded())
+            own = {(module, cls): frozenset((*info.methods, *info.attributes))
+                   for module in self.loaded() for cls, info in self.summary(module).classes.items()}
+            defining = {cls: frozenset().union(*(own[base] for base in self.mro(*cls) if base in own)) for cls in own}
+            by_name = {}
+            self._having = count, defining, by_name
+        return defining, by_name
 
     def _extends_outside(self, order: list[tuple[str, str]]) -> bool:
         """Whether a class of an MRO has a base outside the project (`nn.Module`)."""
