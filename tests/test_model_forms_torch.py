@@ -829,6 +829,22 @@ def test_a_callback_given_the_trainer_by_a_list_differentiates_what_it_computes_
         module.SchedulerProbe().on_step_end(trainer)
 
 
+def test_super_in_a_mixin_runs_the_next_class_of_the_objects_mro():
+    """fixtures/checker/ng005_mixin_super.py: the traced `Block` (`Residual` then `Body`) drops
+    `Norm`'s region, so its gradients differ from eager mode's; the traced `Plain` has no region
+    and agrees."""
+    module = checker_fixture("ng005_mixin_super")
+    assert isinstance(module.block, module.Body) and isinstance(module.block, module.Residual)
+    x1, x2 = module.X.clone().requires_grad_(), module.X.clone().requires_grad_()
+    module.traced_block(x1).sum().backward()
+    module.block(x2).sum().backward()
+    assert float((x1.grad - x2.grad).abs().max()) > 0.1
+    x3, x4 = module.X.clone().requires_grad_(), module.X.clone().requires_grad_()
+    module.traced_plain(x3).sum().backward()
+    module.plain(x4).sum().backward()
+    assert torch.allclose(x3.grad, x4.grad)
+
+
 def test_super_runs_the_base_method_on_the_same_object():
     """fixtures/checker/ng004_super_calls.py: `Base.forward`, run by `super().forward(x)`, calls
     `Centered.features`, whose region makes forward mode differ from reverse mode; `Smooth`'s

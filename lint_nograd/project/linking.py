@@ -647,13 +647,31 @@ class Project:
         if kind == "W" and name == library.WRAPPED_ATTRIBUTE:  # `ddp.module` is what it wraps
             return (value[1],)
         if kind == "S":  # `super().forward`: the first class after this one, in its MRO, that has it
-            return self._member_in(self.mro(value[1], value[2])[1:], name, True)
+            return self._member_in(self.mro(value[1], value[2])[1:], name, True) or self._after_mixin(value, name)
         if kind == "P":  # `model.encode(x)` in `def loss(model, x)`: in the graph, on what every call passes
             if not self._whole_graph:  # reach asks the call that passes it (`parameter`)
                 return ()
             return tuple(dict.fromkeys(found for passed in self._passed_on(value, set())
                                        for found in self.attribute(passed, name, depth + 1)))
         return ()
+
+    def _after_mixin(self, value: Value, name: str) -> tuple[Value, ...]:
+        """`super().forward(x)` in a mixin none of whose bases has `forward`: what the class after the
+        mixin in the MRO of each class of the project deriving from it has (`class Block(Residual,
+        Body)`), as on an object of that class (`_dispatched` tells which when it knows the object)."""
+        found: dict[Value, None] = {}
+        todo, seen = [(value[1], value[2])], set()
+        while todo:
+            cls = todo.pop()
+            for sub in self._subclasses(*cls):
+                if sub not in seen:
+                    seen.add(sub)
+                    todo.append(sub)
+                    order = self.mro(*sub)
+                    if (value[1], value[2]) in order:
+                        found.update(dict.fromkeys(self._member_in(
+                            order[order.index((value[1], value[2])) + 1:], name, True)))
+        return tuple(found)
 
     def _passed_on(self, value: Value, seen: set) -> Iterator[Value]:
         """What the calls pass to a parameter, through parameters that pass it on."""
@@ -1696,6 +1714,14 @@ class Project:
                         held = _held_object(member)
                         of = frozenset({(held[1], held[2])}) if held[0] == "I" else frozenset({cls})
                         found += [(function, of) for function in self.runs(member)]
+                if None not in receivers:
+                    continue
+            if known and ref[0] == "attr" and ref[1] == ("super", ("cls", own)):  # `super().forward(x)` in a
+                for cls in known:  # mixin: the class after this one in the MRO of the object's class
+                    order = self.mro(*cls)
+                    after = order[order.index((module, own)) + 1:] if (module, own) in order else []
+                    for member in self._member_in(after, ref[2], True):
+                        found += [(function, frozenset({cls})) for function in self.runs(member)]
                 if None not in receivers:
                     continue
             objects = ANY_OBJECT

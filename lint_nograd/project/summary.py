@@ -615,6 +615,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         self._unused_at: dict[int, tuple[str, ...]] = {}  # a call whose value goes nowhere -> the attributes stored
         self._results: dict[str, dict[Ref, Optional[tuple[str, ...]]]] = {}  # per function: None where used
         self._states: dict = {}  # shared by `_dependences`
+        self._cut_short = 0  # the times `refs` stopped at _MAX_DEPTH: a binding's refs found then are not kept
 
     def run(self) -> ModuleSummary:
         self._visit_all(self.model.module.body)
@@ -654,7 +655,10 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
 
     def refs(self, expr: ast.expr | None, scope: Scope | None = None, depth: int = 0) -> tuple[Ref, ...]:
         """Every ref `expr` may evaluate to; () when it is nothing a function could be."""
-        if expr is None or depth > _MAX_DEPTH:
+        if expr is None:
+            return ()
+        if depth > _MAX_DEPTH:
+            self._cut_short += 1
             return ()
         if scope is None:
             scope = self.scope
@@ -786,7 +790,12 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         refs = self._of_binding.get(binding)
         if refs is None:
             self._of_binding[binding] = ()  # `a = b` and `b = a`: nothing
-            refs = self._of_binding[binding] = tuple(dict.fromkeys(self._one_binding_refs(binding, depth)))
+            cut_short = self._cut_short
+            refs = tuple(dict.fromkeys(self._one_binding_refs(binding, depth)))
+            if self._cut_short == cut_short:
+                self._of_binding[binding] = refs
+            else:  # found deep in another expression: what is found from nearer may be more
+                del self._of_binding[binding]
         return refs
 
     def _one_binding_refs(self, binding: Binding, depth: int) -> tuple[Ref, ...]:
