@@ -829,6 +829,18 @@ def test_a_callback_given_the_trainer_by_a_list_differentiates_what_it_computes_
         module.SchedulerProbe().on_step_end(trainer)
 
 
+def test_a_registry_entry_called_by_name_in_a_region_runs_in_its_mode():
+    """fixtures/checker/ng003_registry_calls.py: `ATTACKS["fgsm"]` called under `no_grad` raises
+    where it differentiates; `pgd` turns grad back on, and the registry called outside a region
+    runs with grad on."""
+    module = checker_fixture("ng003_registry_calls")
+    model, x, y = torch.nn.Linear(3, 2), torch.randn(4, 3), torch.tensor([0, 1, 0, 1])
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        module.robust_accuracy(model, x, y, "fgsm")
+    assert 0 <= float(module.robust_accuracy(model, x, y, "pgd")) <= 1
+    assert module.adversarial_batch(model, x, y, "fgsm").shape == x.shape
+
+
 def test_super_in_a_mixin_runs_the_next_class_of_the_objects_mro():
     """fixtures/checker/ng005_mixin_super.py: the traced `Block` (`Residual` then `Body`) drops
     `Norm`'s region, so its gradients differ from eager mode's; the traced `Plain` has no region

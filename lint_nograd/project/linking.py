@@ -1200,13 +1200,14 @@ class Project:
         return False
 
     def _module_of(self, module: str, ref: Ref) -> Optional[str]:
-        """The module a ref's value comes from: this one, or the one its import names."""
+        """The module a ref's value comes from: this one (also a registry of it: what its container
+        holds, or what a function storing into it is given), or the one its import names."""
         kind = ref[0]
-        while kind in _WRAPPING:
+        while kind in _WRAPPING and kind != "kept":
             ref = ref[1]
             kind = ref[0]
         if kind != "imp":
-            return module if kind == "fn" or kind == "cls" else None
+            return module if kind in ("fn", "cls", "global", "kept") else None
         # Which module an import names depends on the module names alone, which do not change:
         # remembered, as every call site's refs are looked at; by the name alone when absolute.
         name = ref[1]
