@@ -1146,7 +1146,9 @@ def graph_sources(expr: ast.expr, is_torch: Callable[[ast.expr], bool],
                 return None
             if type(func) is ast.Attribute and func.attr in _INDEXING_METHODS:
                 todo.append(func.value)  # `logits.gather(1, target[:, None])`: indices carry no graph
-            elif is_torch(func):
+            elif type(func) is ast.Name and func.id in _COUNTING_BUILTINS:
+                continue  # `len(losses)`: a number
+            elif type(func) is ast.Name and func.id == "sum" and len(arguments) == 1 or is_torch(func):
                 todo += reversed(arguments)
             elif type(func) is ast.Attribute and type(func.value) is ast.Name and is_value(func.value):
                 todo += [*reversed(arguments), func.value]  # a method of the value
@@ -1175,6 +1177,7 @@ _NOT_OPERATIONS_OF_TORCH = ("torch.nn.parameter.", "torch.nn.Parameter", "torch.
                             "torch.nn.Module", "torch.enable_grad", "torch.set_grad_enabled")
 _INDEXING_METHODS = frozenset({"gather", "index_select", "take_along_dim", "masked_select"})
 _GRAPH_MAKING = frozenset({"requires_grad_", "backward"})  # methods whose result is no plain operation
+_COUNTING_BUILTINS = frozenset({"len", "range", "isinstance"})  # builtins whose result carries no graph
 
 
 def yields_in(statements: list[ast.stmt]) -> bool:
@@ -1372,9 +1375,12 @@ def _literal_mode(call: ast.Call | None, keyword: str, default: bool) -> Optiona
 
 
 def _is_operation(value: ast.expr | None) -> bool:
-    """Whether `value` computes something (and so has no graph under no_grad), not just reads it."""
+    """Whether `value` computes something (and so has no graph under no_grad), not just reads it: a
+    comprehension too, whose every element is computed so (`[model(x).mean() for x in batches]`)."""
     if isinstance(value, (ast.BinOp, ast.UnaryOp)):
         return True
+    if isinstance(value, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
+        return _is_operation(value.elt)
     if isinstance(value, ast.Call):
         func = value.func
         name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
