@@ -1150,8 +1150,11 @@ def graph_sources(expr: ast.expr, is_torch: Callable[[ast.expr], bool],
                 continue  # `len(losses)`: a number
             elif type(func) is ast.Name and func.id == "sum" and len(arguments) == 1 or is_torch(func):
                 todo += reversed(arguments)
-            elif type(func) is ast.Attribute and type(func.value) is ast.Name and is_value(func.value):
-                todo += [*reversed(arguments), func.value]  # a method of the value
+            elif type(func) is ast.Attribute and type(func.value) is ast.Name and is_value(func.value) and all(
+                    (inner := graph_sources(argument, is_torch, is_value)) is not None
+                    and all(type(source) is not ast.Name or is_value(source) for source in inner)
+                    for argument in arguments):  # a method of the value; else, given what may have a graph,
+                todo += [*reversed(arguments), func.value]  # what another function returns (`net.solve(x)`)
             elif type(func) is ast.Attribute and type(func.value) in _VALUES and all(
                     (inner := graph_sources(argument, is_torch, is_value)) is not None
                     and all(type(source) is not ast.Name or is_value(source) for source in inner)
