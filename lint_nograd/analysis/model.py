@@ -1150,23 +1150,24 @@ def graph_sources(expr: ast.expr, is_torch: Callable[[ast.expr], bool],
                 continue  # `len(losses)`: a number
             elif type(func) is ast.Name and func.id == "sum" and len(arguments) == 1 or is_torch(func):
                 todo += reversed(arguments)
-            elif type(func) is ast.Attribute and type(func.value) is ast.Name and is_value(func.value) and all(
-                    (inner := graph_sources(argument, is_torch, is_value)) is not None
-                    and all(type(source) is not ast.Name or is_value(source) for source in inner)
-                    for argument in arguments):  # a method of the value; else, given what may have a graph,
-                todo += [*reversed(arguments), func.value]  # what another function returns (`net.solve(x)`)
-            elif type(func) is ast.Attribute and type(func.value) in _VALUES and all(
-                    (inner := graph_sources(argument, is_torch, is_value)) is not None
-                    and all(type(source) is not ast.Name or is_value(source) for source in inner)
-                    for argument in arguments):
-                todo += [*reversed(arguments), func.value]  # `f(b).sum()`; else `Evaluator(m).score(b)`
-            elif type(func) in (ast.Name, ast.Attribute):
-                found.append(node)  # what another function returns: whether it has a graph, linking tells
+            elif type(func) is ast.Attribute and (type(func.value) is ast.Name and is_value(func.value)
+                                                  or type(func.value) in _VALUES) \
+                    and _plain(arguments, is_torch, is_value):
+                todo += [*reversed(arguments), func.value]  # a method of a value, given no graph: `y.mean(0)`
+            elif type(func) in (ast.Name, ast.Attribute):  # else (`net.solve(x)`, `Evaluator(m).score(b)`), what
+                found.append(node)  # another function returns: whether it has a graph, linking tells
             else:
                 return None
         else:
             return None
     return found
+
+
+def _plain(arguments: list[ast.expr], is_torch: Callable[[ast.expr], bool],
+           is_value: Callable[[ast.Name], bool]) -> bool:
+    """Whether each argument is computed only from literals and values (`graph_sources`)."""
+    return all((inner := graph_sources(argument, is_torch, is_value)) is not None
+               and all(type(source) is not ast.Name or is_value(source) for source in inner) for argument in arguments)
 
 
 def is_torch_operation(names: frozenset[str]) -> bool:

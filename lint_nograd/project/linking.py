@@ -667,11 +667,14 @@ class Project:
                 if sub not in seen:
                     seen.add(sub)
                     todo.append(sub)
-                    order = self.mro(*sub)
-                    if (value[1], value[2]) in order:
-                        found.update(dict.fromkeys(self._member_in(
-                            order[order.index((value[1], value[2])) + 1:], name, True)))
+                    found.update(dict.fromkeys(self._after_in_mro(sub, (value[1], value[2]), name)))
         return tuple(found)
+
+    def _after_in_mro(self, of: tuple[str, str], cls: tuple[str, str], name: str) -> tuple[Value, ...]:
+        """What `super()` in `cls` finds named `name` on an object of the class `of`: the first class
+        after `cls` in `of`'s MRO that has it (nothing when `cls` is not in it)."""
+        order = self.mro(*of)
+        return self._member_in(order[order.index(cls) + 1:], name, True) if cls in order else ()
 
     def _passed_on(self, value: Value, seen: set) -> Iterator[Value]:
         """What the calls pass to a parameter, through parameters that pass it on."""
@@ -1719,9 +1722,7 @@ class Project:
                     continue
             if known and ref[0] == "attr" and ref[1] == ("super", ("cls", own)):  # `super().forward(x)` in a
                 for cls in known:  # mixin: the class after this one in the MRO of the object's class
-                    order = self.mro(*cls)
-                    after = order[order.index((module, own)) + 1:] if (module, own) in order else []
-                    for member in self._member_in(after, ref[2], True):
+                    for member in self._after_in_mro(cls, (module, own), ref[2]):
                         found += [(function, frozenset({cls})) for function in self.runs(member)]
                 if None not in receivers:
                     continue
