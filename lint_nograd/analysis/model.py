@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Optional
 
-from lint_nograd.analysis import torch_names
+from lint_nograd.analysis import tensor_ops, torch_names
 from lint_nograd.analysis.scopes import COMPREHENSION_NODES, FUNCTION_NODES, Scope, Scopes, child_nodes, walk
 
 _UNKNOWN = None  # a grad mode we cannot know statically: `set_grad_enabled(flag)`, a function's caller
@@ -177,6 +177,7 @@ class _GraphlessValue:
     blocks: tuple[int, ...]  # the branches the assignment sits in
     callee: Optional[ast.expr] = None
     scope: Optional[Scope] = None
+    made: bool = False  # made from literals by torch's functions (`torch.randint(0, 3, (6,))`): no graph anywhere
 
 
 @dataclass(eq=False)
@@ -927,6 +928,8 @@ class _FrameWalker(TableVisitor):
             source = self._graphless_source(value, statement)  # `loss = (y ** 2).mean()`, `y = evaluate(b)`
             if source is not None:
                 graphless = _GraphlessValue(statement, source.region, blocks, source.callee, source.scope)
+        if graphless is None and value is not None and graph_sources(value, self._is_torch, self._is_made) == []:
+            graphless = _GraphlessValue(statement, None, blocks, made=True)  # `scale = 0.5`, `y = torch.randint(...)`
         computed = None  # computed by an operation where the caller's mode holds (NG003 across calls)
         if self._computed_in_caller_mode(value):
             computed = (self._frame.state.grad_enabled is True, blocks)
@@ -989,6 +992,8 @@ class _FrameWalker(TableVisitor):
                 value = self._frame.graphless.get(source.id) if self._is_graphless(source) else None
                 if value is None:
                     return None
+                if value.made:
+                    continue  # (the labels of `F.cross_entropy(logits, y)`)
             else:
                 value = _GraphlessValue(at, None, tuple(self._frame.blocks), source.func, self._scope)
             if value.region is None:
@@ -998,6 +1003,9 @@ class _FrameWalker(TableVisitor):
             elif in_region is None:
                 in_region = value
         return called or in_region
+
+    def _is_made(self, name: ast.Name) -> bool:
+        return self._is_graphless(name) and self._frame.graphless[name.id].made
 
     def _is_graphless(self, name: ast.Name) -> bool:
         """Whether a name holds a value without a graph here (as far as straight-line code tells)."""
@@ -1035,7 +1043,8 @@ class _FrameWalker(TableVisitor):
             if value is None:
                 continue
             # the name it is computed from: `y` for `y.sum().backward()`
-            name = next((node.id for node in walk(output) if isinstance(node, ast.Name) and self._is_graphless(node)), "")
+            name = next((node.id for node in walk(output) if isinstance(node, ast.Name) and self._is_graphless(node)
+                         and not self._is_made(node)), "")
             if value.region is not None:
                 self.model.graphless_backwards.append(GraphlessBackward(call, name or ast.unparse(output),
                                                                         value.assigned_at, value.region))
@@ -1149,7 +1158,8 @@ def graph_sources(expr: ast.expr, is_torch: Callable[[ast.expr], bool],
             elif type(func) is ast.Name and func.id in _COUNTING_BUILTINS:
                 continue  # `len(losses)`: a number
             elif type(func) is ast.Name and func.id == "sum" and len(arguments) == 1 or is_torch(func):
-                todo += reversed(arguments)
+                if (func.attr if type(func) is ast.Attribute else getattr(func, "id", "")) not in tensor_ops.CREATION:
+                    todo += reversed(arguments)  # (what `torch.zeros(x.shape)` is given is no graph of it)
             elif type(func) is ast.Attribute and (type(func.value) is ast.Name and is_value(func.value)
                                                   or type(func.value) in _VALUES) \
                     and _plain(arguments, is_torch, is_value):

@@ -37,7 +37,7 @@ _VIEWS_AND_SHAPES = frozenset("""
     tile transpose tril triu unbind unflatten unsqueeze view view_as
 """.split())
 # Functions of `torch` that make new tensors from numbers or shapes, with no graph to keep.
-_CREATION = frozenset("""
+CREATION = _CREATION = frozenset("""
     arange empty empty_like eye full full_like linspace logspace ones ones_like rand rand_like randint
     randint_like randn randn_like randperm tensor zeros zeros_like
 """.split())

@@ -26,6 +26,7 @@ from lint_nograd.project.summary import (
     MODULE_BODY,
     Applied,
     BackwardSite,
+    CallSite,
     Function,
     ModuleSummary,
     Ref,
@@ -35,6 +36,7 @@ from lint_nograd.project.summary import (
     Span,
     constant_params,
     display_name,
+    imports_among,
 )
 
 Value = tuple  # ("F", module, function, bound) ("C", module, class) ("I", module, class) ("M", module)
@@ -48,6 +50,7 @@ _CAPTURED = frozenset({CAPTURED})
 _MAX_DEPTH = 24
 _MAX_OPEN = 48  # refs resolved one inside another (the depth above restarts at a helper's call site): Python's stack
 _MAX_ROUNDS = 4  # a cycle of refs is resolved again at most so often, until it finds no more
+_MAX_HANDED = 3  # functions a parameter holding a transform is handed on through, at most
 _MAX_TYPED_BY_USE = 4  # classes a parameter may be taken to hold by what is asked of it; more tell nothing
 _NO_CYCLE = 1 << 30  # `Project._low` when no open ref was met
 
@@ -1130,6 +1133,7 @@ class Project:
                     if self._may_transform(module, site) and self._passes_a_lead(module, site):
                         self._seed_helper_call(module, site, name)
                     self._seed_transformed_call(module, function, site)
+                    self._seed_handed(module, name, site)
         self._propagate()
         for module in modules:
             self._seed_typed_by_use(module)
@@ -1445,28 +1449,110 @@ class Project:
             return
         self._queue.append((key, mode))
 
-    def _seed(self, module: str, source, function: str) -> None:
+    def _seed_handed(self, module: str, function: str, site) -> None:
+        for where, applier, source, at in self.handed_transforms(module, function, site):
+            self._seed(where, source, applier, (at, (module, site.span, site.text), (module, function)))
+
+    def handed_transforms(self, module: str, function: str, site) -> list[tuple[str, str, Source, str]]:
+        """`logdet(jacfwd, flow.transform, x)` with `def logdet(jac_fn, f, x): return jac_fn(f)(x)`:
+        a call hands a transform or tracer to a parameter that the function called calls (or a
+        function nested in it, or one it hands the parameter on to): a source there, each as
+        (module, function, source, the module the source is written in), spelled where it can be in
+        the caller's terms (`flow.transform`)."""
+        return [(*place, inner[0]) for entry, inner, call, levels in self._handed(module, site)
+                for place in _in_callers_terms((module, function), _handed_source(entry, call), levels)]
+
+    def _handed_applied(self, module: str, site) -> list[tuple[str, Applied, FunctionKey]]:
+        """The transforms a call hands on (`handed_transforms`), as applied where the caller's grad
+        mode holds: (module, Applied, the function applying it)."""
+        found = []
+        for entry, inner, call, _ in self._handed(module, site):
+            function = self.function(inner)
+            if not {FORWARD, REVERSE} & set(entry.modes) or any(region_call.span == call.span
+                                                                for region_call in function.region_calls):
+                continue  # a tracer, or in a region of the function's own: that region's mode
+            functional = all(qualified.startswith("torch.autograd.functional.") for qualified in entry.qualified_names)
+            enabled = any(ref in function.guarded for ref in call.callees)
+            found.append((inner[0], Applied(entry.name, functional, call.span, call.text, enabled), inner))
+        return found
+
+    def _handed(self, module: str, site) -> Iterator[tuple[entry_points.EntryPoint, FunctionKey, CallSite, list]]:
+        """For each transform a call hands to a parameter that is called: the entry point, the
+        function calling it, that call, and the levels it was handed through (`_parameter_calls`)."""
+        if not _hands_a_transform(site):
+            return  # (nearly every call)
+        bound = self._bound_by(module, site)
+        for callee, name, refs in bound:
+            key = (callee[1], callee[2])
+            given = {parameter: passed for other, parameter, passed in bound if other == callee}
+            for entry in _entries_in(refs):
+                for inner, call, levels in self._parameter_calls(key, name, [(key, given)]):
+                    yield entry, inner, call, levels
+
+    def _bound_by(self, module: str, site) -> list[tuple[Value, str, tuple[Ref, ...]]]:
+        """(callee, parameter, refs) for each parameter a call passes something to, of each function
+        it may run, a class's `__init__` (`Estimator(jacfwd)`) included."""
+        bound: list = []
+        for value in self._values(module, site.callees):
+            called = self._member(value[1], value[2], "__init__", True, set()) if value[0] == "C" else (value,)
+            for callee in (function for value in called for function in self.runs(value)):
+                self._bind(callee, site, bound)
+        return bound
+
+    def _parameter_calls(self, key: FunctionKey, name: str, levels: list) -> list[tuple[FunctionKey, CallSite, list]]:
+        """The calls of what the parameter `name` of `key` holds, in it or a function nested in it,
+        and where it is handed on to a parameter of another function, there; each with the function
+        it is in and the levels of calls it was handed through: (function, what the call binds to
+        each of its parameters). A constructor's parameter that it stores (`self.jac_fn = jac_fn`) is
+        called where a method of the class calls that attribute (`self.jac_fn(f)`)."""
+        parameter, found = ("param", key[1], name), []
+        summary = self.summary(key[0])
+        owner, _, method = key[1].rpartition(".")
+        held = summary.classes.get(owner) if method == "__init__" else None
+        stored = {("attr", ("inst", ("cls", owner)), attribute)
+                  for attribute, refs in (held.attributes.items() if held else ()) if parameter in refs}
+        for inner, function in summary.functions.items():
+            if inner != key[1] and not inner.startswith(f"{owner if stored else key[1]}."):
+                continue
+            for site in function.call_sites:
+                if parameter in site.callees or not stored.isdisjoint(site.callees):
+                    found.append(((key[0], inner), site, levels))
+                elif len(levels) <= _MAX_HANDED and any(parameter in refs for refs in _arguments(site)):
+                    bound = self._bound_by(key[0], site)
+                    for callee, handed, refs in bound:
+                        if parameter in refs:
+                            given = {p: passed for other, p, passed in bound if other == callee}
+                            level = ((callee[1], callee[2]), given)
+                            found += self._parameter_calls(level[0], handed, [*levels, level])
+        return found
+
+    def _seed(self, module: str, source, function: str, handed: Optional[tuple] = None) -> None:
         """What a transform or tracer is given runs under it: `jacfwd(loss)`, `jvp(m, ...)` for each
-        `m` of what the calls pass (`for m in models:`), looked for as along a chain."""
+        `m` of what the calls pass (`for m in models:`), looked for as along a chain. `handed`, for a
+        transform a call handed on (`handed_transforms`): the module of the source, that call, and
+        its function, whose calls tell what a parameter of another function takes (the object the
+        call built: `Estimator(jacfwd).trace(f, x)`)."""
         following, self._following = self._following, True
         try:
-            self._seed_source(module, source, function)
+            self._seed_source(module, source, function, handed)
         finally:
             self._following = following
 
-    def _seed_source(self, module: str, source, function: str) -> None:
+    def _seed_source(self, module: str, source, function: str, handed: Optional[tuple]) -> None:
         if source.receivers and not any(self.is_tracer(v) for v in self._values(module, source.receivers)):
             return
         # `f` or `partial(f, w)` as written: `g` bound to `partial(f, w)` shifts the arguments
         partial = source.selection is not None and source.selection[0]
         direct = all(v[0] == "W" and v[1][0] == "F" if partial else v[0] == "F"
                      for v in self._values(module, source.targets))
+        reachers = {mode: _reacher(mode, module, source) for mode in source.modes} if handed is None else \
+            {mode: replace(_reacher(mode, handed[0], source), via=handed[1]) for mode in source.modes}
         own = self._method_class((module, function))
         objects = ANY_OBJECT
         for ref in source.targets:  # `jacfwd(self.energy)`
             if own is not None and ref[0] == "attr" and ref[1] == ("inst", ("cls", own)):
                 objects = self._objects_calling(module, own, function.rpartition(".")[2], ref[2])
-        dispatched = self._dispatched(module, source.targets, (module, function), objects)
+        dispatched = self._dispatched(module, source.targets, handed[2] if handed else (module, function), objects)
         for run, receivers in dispatched:
             called = self.function((run[1], run[2]))
             constant = constant_params(source.selection if direct else None, called, run[3])
@@ -1477,9 +1563,8 @@ class Project:
             varied = frozenset(name for name in (*params, *called.kwonly) if name not in constant)
             for mode in source.modes:  # (a tracer records the object's parameters, which training differentiates)
                 given = varied | frozenset(called.params[:1]) if mode == DROPS and run[3] else varied
-                self._reach(run, mode, _reacher(mode, module, source), given, receivers, aux=source.aux and direct)
-        self._seed_bound(module, function, {(run[1], run[2]) for run, _ in dispatched},
-                         {mode: _reacher(mode, module, source) for mode in source.modes})
+                self._reach(run, mode, reachers[mode], given, receivers, aux=source.aux and direct)
+        self._seed_bound(module, function, {(run[1], run[2]) for run, _ in dispatched}, reachers)
 
     def _seed_bound(self, module: str, function: str, given: set[FunctionKey], reachers: dict[str, Reacher]) -> None:
         """`jvp(partial(loss, model=net), ...)`, or `loss_fn = partial(loss, net)` then `jvp(loss_fn,
@@ -1861,6 +1946,11 @@ class Project:
                         if (where, applied.span) not in seen:
                             seen.add((where, applied.span))
                             found.append(RunInRegion(call, where, applied, chain))
+                for site in function.call_sites:  # `logdet(jacfwd, f, x)`: the transform it hands on
+                    if site.span == call.span:
+                        found += [RunInRegion(call, where, applied, (inner,))
+                                  for where, applied, inner in self._handed_applied(module, site)
+                                  if (call.inference or not applied.grad_enabled) and (where, applied.span) not in seen]
         return found
 
     def _mode_callees(self, module: str, refs: Iterable[Ref], caller: Optional[FunctionKey] = None) -> list[Value]:
@@ -1928,6 +2018,11 @@ class Project:
             return ()
         found = [(key[0], applied, (key,)) for applied in function.applied if inference or not applied.grad_enabled]
         stops = function.shielded if inference else (*function.guarded, *function.shielded)
+        own_regions = {call.span for call in function.region_calls}
+        for site in function.call_sites:  # `logdet(jacfwd, f, x)`: the transform it hands on
+            if site.span not in own_regions and not any(ref in stops for ref in site.callees):
+                found += [(where, applied, (key, inner)) for where, applied, inner in self._handed_applied(key[0], site)
+                          if inference or not applied.grad_enabled]
         refs = [ref for ref in function.calls if ref not in stops]
         for callee in self._mode_callees(key[0], refs, key):
             for where, applied, chain in self._applied_in_mode((callee[1], callee[2]), inference, depth + 1):
@@ -1956,8 +2051,8 @@ class Project:
                 return {}
             calls = [(module, name, call) for module in sorted(given) if (summary := self.summary(module)) is not None
                      for name, function in summary.functions.items()
-                     for call in (*function.sources, *[site for site in function.call_sites
-                                                       if self._may_transform(module, site)
+                     for call in (*function.sources, *[site for site in function.call_sites if _hands_a_transform(site)
+                                                       or self._may_transform(module, site)
                                                        and self._passes_a_lead(module, site)])]
             groups = [calls] if len(calls) > _MAX_CALLS_FOLLOWED_ALONE else [[call] for call in calls]
             whole = (self.reached, self._queue, self._varied, self._receivers, self._edges, self._aux)
@@ -1969,7 +2064,9 @@ class Project:
                         if isinstance(call, Source):
                             self._seed(module, call, name)
                         else:
-                            self._seed_helper_call(module, call, name)
+                            if self._may_transform(module, call) and self._passes_a_lead(module, call):
+                                self._seed_helper_call(module, call, name)
+                            self._seed_handed(module, name, call)
                     self._propagate()
                     self._report_reached(given, found)
             finally:
@@ -2318,6 +2415,59 @@ _UNSEEN = object()  # not looked up yet (None is an answer)
 _MAX_CLOSURE = 64  # the refs a closure walk looks at, at most
 _MAX_UNNAMED_DEPTH = 4  # unnamed call sites resolved one inside another, at most
 _MAX_CALLS_FOLLOWED_ALONE = 256  # more reaching calls in the files given are followed together
+
+
+def _hands_a_transform(site) -> bool:
+    return any(_entries_in(refs) for refs in _arguments(site))
+
+
+def _entries_in(refs: tuple[Ref, ...]) -> tuple[entry_points.EntryPoint, ...]:
+    """The transforms and tracers an argument may be (`jacfwd`, `jacfwd if forward else jacrev`,
+    `TRANSFORMS[mode]` after `TRANSFORMS = {"forward": jacfwd, "reverse": jacrev}`)."""
+    return entry_points.entries(imports_among(refs))
+
+
+def _handed_source(entry: entry_points.EntryPoint, call: CallSite) -> Source:
+    """`jac_fn(f)` where `jac_fn` holds `entry`: a source applying it to what the call passes."""
+    position, keyword = entry.argument
+    targets = call.args[position] if position < len(call.args) else call.keywords.get(keyword, ())
+    return Source(entry.name, entry.modes_for({}), targets, call.span, call.text)
+
+
+def _in_callers_terms(caller: FunctionKey, source: Source, levels: list) -> list[tuple[str, str, Source]]:
+    """A source in the last of `levels` as sources of the functions whose terms its targets are in:
+    a parameter of a level's function is what that level's call passes, in the terms of the level
+    before it (the first's, of `caller`); what no call binds is dropped."""
+    by_place: dict[FunctionKey, list[Ref]] = defaultdict(list)
+    for target in source.targets:
+        refs, at = [target], len(levels) - 1
+        while at >= 0 and refs:
+            (module, function), given = levels[at]
+            if not any(_names_parameter(ref, function) for ref in refs):
+                break
+            refs = [found for ref in refs for found in _substituted(ref, function, given)]
+            at -= 1
+        by_place[levels[at][0] if at >= 0 else caller] += refs
+    return [(module, function, replace(source, targets=tuple(dict.fromkeys(refs))))
+            for (module, function), refs in by_place.items() if refs]
+
+
+def _names_parameter(ref: Ref, function: str) -> bool:
+    if ref[:2] == ("param", function):
+        return True
+    return any(type(part) is tuple and part and _names_parameter(part, function) for part in ref)
+
+
+def _substituted(ref: Ref, function: str, given: dict[str, tuple[Ref, ...]]) -> list[Ref]:
+    """`ref` with each parameter of `function` in it replaced by what `given` binds it to, in every
+    combination (at most _MAX_CLOSURE)."""
+    if ref[:2] == ("param", function):
+        return list(given.get(ref[2], ()))
+    options: list[tuple] = [()]
+    for part in ref:
+        alternatives = _substituted(part, function, given) if type(part) is tuple and part else [part]
+        options = [(*option, alternative) for option in options for alternative in alternatives][:_MAX_CLOSURE]
+    return options
 
 
 def _arguments(site) -> Iterable[tuple[Ref, ...]]:

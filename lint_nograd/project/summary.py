@@ -713,7 +713,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
                 and not self.scopes.lookup(scope, "getattr", (func.lineno, func.col_offset)):
             return self._getattr_refs(call, scope, depth)
         callees = self.refs(func, scope, depth + 1)
-        names = _imported(callees) | (self._builtin(func, scope) if not callees else frozenset())
+        names = imports_among(callees) | (self._builtin(func, scope) if not callees else frozenset())
         if names == _TYPE and len(call.args) == 1:  # `type(self)`: the class of an instance
             return tuple([ref[1] for ref in self.refs(call.args[0], scope, depth + 1) if ref[0] == "inst"])
         on_elements = _on_elements(names) if names else None
@@ -757,7 +757,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
     def _bound_called_argument(self, call: ast.Call, scope: Scope, depth: int) -> ast.expr | None:
         """What `partial(f, ...)` binds to the argument `f` calls, when `f` is a library function that
         calls one of its arguments (`functional_call`, `checkpoint`)."""
-        names = _imported(self.refs(call.args[0], scope, depth + 1))
+        names = imports_among(self.refs(call.args[0], scope, depth + 1))
         argument = library.argument_of(library.CALLS_ARGUMENT, names) if names else None
         if argument is None or any(type(arg) is ast.Starred for arg in call.args):
             return None
@@ -981,7 +981,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             return None
         if how == "elements":
             if len(call.args) == 1 and isinstance(call.args[0], ast.Call) and \
-                    _imported(self.refs(call.args[0].func, scope, depth + 1)) & _ORDERED_DICT:
+                    imports_among(self.refs(call.args[0].func, scope, depth + 1)) & _ORDERED_DICT:
                 return self._mapping(call.args[0], scope, depth)  # `nn.Sequential(OrderedDict([...]))`
             return self._elements(call.args, scope, depth)
         argument = call.args[0] if call.args and not isinstance(call.args[0], ast.Starred) else None
@@ -1533,7 +1533,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         builtin = self._builtin(func, self.scope) if not callees else frozenset()
         if not callees and not builtin and not (isinstance(func, ast.Attribute) and func.attr == "trace"):
             return  # most calls of what is neither the project's nor PyTorch's: `len(x)`, `x.append(y)`
-        names = _imported(callees) | builtin
+        names = imports_among(callees) | builtin
         if not names and self._partial_entry(node):
             return
         on_elements = _on_elements(names) if names else None
@@ -1544,7 +1544,8 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             entries = entry_points.entries(names)  # `(jacfwd if forward else jacrev)(f)`: each may run
             for entry in entries:
                 self._entry_applied(entry, node)
-            if entries:
+            if entries:  # `jac_fn(f)` with `def g(f, jac_fn=jacrev)`: a call may pass another one too
+                self._parameter_called(node, callees)
                 return
             if names & torch_names.PARTIAL and node.args:
                 self._bound_by_partial(node)
@@ -1562,7 +1563,8 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
                                  node, receivers)
                 if len(sources) > count:
                     sources[-1].exported = self._made_for_export(node, 0)
-            return
+            if not callees:
+                return  # else a method of the project's may be named so too: `Estimator(f).trace(x)`
         callees = tuple([ref for ref in callees if _may_run_a_function(ref)])
         if not callees:
             return
@@ -1574,13 +1576,22 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         self._mode_of_call(callees, node)
         if self.dual_level:  # `f(dual)` inside `with dual_level():` runs `f` in forward mode
             self._add_source("dual_level", (entry_points.FORWARD,), callees, node)
+        self._call_site(node, callees, self._receiver(func, func_refs))
+
+    def _call_site(self, node: ast.Call, callees: tuple[Ref, ...], receiver: tuple[Ref, ...] = ()) -> None:
         args = tuple([self.refs(arg) if type(arg) in _MAY_REFER else () for arg in node.args])
         keywords = {k.arg: refs for k in node.keywords if k.arg and (refs := self.refs(k.value))}
-        receiver = self._receiver(func, func_refs)
         if any(args) or keywords or receiver:
             span = span_of(node, self.lines)
             self.functions[self.function].call_sites.append(CallSite(callees, args, keywords, span, _short(span),
                                                                      receiver))
+
+    def _parameter_called(self, node: ast.Call, callees: tuple[Ref, ...]) -> None:
+        """The call site of a parameter whose default is a transform, for what a caller passes instead
+        (linking: `Project.handed_transforms`)."""
+        parameters = tuple([ref for ref in callees if ref[0] == "param"])
+        if parameters:
+            self._call_site(node, parameters)
 
     def _entry_applied(self, entry: entry_points.EntryPoint, node: ast.Call) -> None:
         """A transform or tracer applied here: NG001 / NG002 where the caller's mode holds, and the
@@ -1642,7 +1653,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             else:
                 given, keywords = bound.args[1:], bound.keywords
             node = ast.Call(bound.args[0], [*given, *node.args], [*keywords, *node.keywords])
-            names = _imported(self.refs(bound.args[0], where))
+            names = imports_among(self.refs(bound.args[0], where))
             mediated = names if library.argument_of(library.CALLS_ARGUMENT, names) else mediated
         rest = None
         if mediated:
@@ -1671,7 +1682,7 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         else:
             return None, scope
         if not (isinstance(value, ast.Call) and value.args and type(value.args[0]) is not ast.Starred
-                and _imported(self.refs(value.func, where, 1)) & torch_names.PARTIAL):
+                and imports_among(self.refs(value.func, where, 1)) & torch_names.PARTIAL):
             return None, scope
         return value, where
 
@@ -1969,7 +1980,7 @@ _MAY_REFER = frozenset({ast.Name, ast.Attribute, ast.Lambda, ast.Call, ast.IfExp
                         ast.Set, ast.Dict, ast.Subscript, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp})
 
 
-def _imported(refs: tuple[Ref, ...]) -> frozenset[str]:
+def imports_among(refs: tuple[Ref, ...]) -> frozenset[str]:
     """The qualified names among refs: what a call of them is, if it is PyTorch's; also an element
     of a container written out (`TRANSFORMS[mode]` after `TRANSFORMS = {"fwd": jacfwd, ...}`)."""
     names = []
