@@ -39,4 +39,5 @@ def test_reported_exactly_where_backward_raises(capsys, monkeypatch):
     assert reported == raised == {"direct", "through_a_call", "through_a_name", "through_a_method", "arithmetic_on_a_name",
                                   "arithmetic_in_a_return", "torch_function_of_it", "computed_in_the_region",
                                   "saliency_under_no_grad", "saliency_under_inference", "averaged_in_a_list",
-                                  "through_a_held_object", "with_labels_made_here"}
+                                  "through_a_held_object", "with_labels_made_here", "unpacked_from_a_tuple",
+                                  "through_a_method_given_made_values"}

@@ -653,7 +653,7 @@ def test_backward_through_what_an_index_picks_from_a_region():
 def test_backward_through_values_made_from_literals_and_a_region():
     """fixtures/checker/ng003_made_values.py: labels, a weight or a target made from literals add
     no graph to logits computed under `no_grad`: backward raises; a target that requires grad, or
-    is made a leaf, gets its gradient."""
+    is made a leaf, gets its gradient, and a list or zeros later given values with a graph have one."""
     module = checker_fixture("ng003_made_values")
     model = torch.nn.Linear(3, 4).double()
     x = torch.linspace(-1.0, 1.0, 6, dtype=torch.float64).reshape(2, 3)
@@ -662,6 +662,10 @@ def test_backward_through_values_made_from_literals_and_a_region():
             raising(model, x)
     for learning in (module.learned_target, module.target_made_a_leaf):
         assert learning(model, x).abs().sum() > 0
+    for with_a_graph in (module.gathered, module.copied_into):
+        with_a_graph(model, x)
+        assert model.weight.grad.abs().sum() > 0
+        model.zero_grad()
 
 
 def test_backward_through_a_method_of_an_object_given_that_computes_in_a_region():

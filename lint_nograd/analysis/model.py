@@ -924,11 +924,15 @@ class _FrameWalker(TableVisitor):
         region = self._region_computing(value)
         blocks = tuple(self._frame.blocks)
         graphless = _GraphlessValue(statement, region, blocks) if region is not None else None
-        if region is None and value is not None and len(targets) == 1 and isinstance(targets[0], ast.Name):
-            source = self._graphless_source(value, statement)  # `loss = (y ** 2).mean()`, `y = evaluate(b)`
+        if region is None and value is not None and len(targets) == 1 and (type(targets[0]) is ast.Name or (
+                type(targets[0]) in (ast.Tuple, ast.List) and type(value) is ast.Call)):
+            # `loss = (y ** 2).mean()`, `y = evaluate(b)`; `loss, acc = evaluate(b)`, each of whose
+            # returns hands back what a region computes, all of it (`return loss, acc`)
+            source = self._graphless_source(value, statement)
             if source is not None:
                 graphless = _GraphlessValue(statement, source.region, blocks, source.callee, source.scope)
-        if graphless is None and value is not None and graph_sources(value, self._is_torch, self._is_made) == []:
+        if graphless is None and value is not None and not _holds_a_container(value) \
+                and graph_sources(value, self._is_torch, self._is_made) == []:
             graphless = _GraphlessValue(statement, None, blocks, made=True)  # `scale = 0.5`, `y = torch.randint(...)`
         computed = None  # computed by an operation where the caller's mode holds (NG003 across calls)
         if self._computed_in_caller_mode(value):
@@ -958,6 +962,16 @@ class _FrameWalker(TableVisitor):
         if not isinstance(node.ctx, ast.Load):  # any other binding: when in doubt, forget
             self._frame.graphless.pop(node.id, None)
             self._frame.in_caller_mode.pop(node.id, None)
+
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        if not isinstance(node.ctx, ast.Load):  # `y[0] = model(x)` copies a graph into `y`
+            base = node.value
+            while type(base) in (ast.Subscript, ast.Attribute):
+                base = base.value
+            if type(base) is ast.Name:
+                self._frame.graphless.pop(base.id, None)
+                self._frame.in_caller_mode.pop(base.id, None)
+        self.generic_visit(node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if not isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Name):
@@ -1058,11 +1072,18 @@ class _FrameWalker(TableVisitor):
         self._visit_all([node.value])
         if self._frame.function is None or node.value is None:
             return
-        region = self._region_computing(node.value)
-        if region is None:
-            source = self._graphless_source(node.value, node)
-            region = source.region if source is not None else None
+        region = self._returned_region(node.value, node)
+        if region is None and type(node.value) is ast.Tuple and node.value.elts:  # `return loss, acc.item()`
+            regions = [self._returned_region(element, node) for element in node.value.elts]
+            region = regions[0] if all(regions) else None
         self.model.returns.setdefault(self._frame.function, []).append(region)
+
+    def _returned_region(self, value: ast.expr, node: ast.Return) -> GradModeChange | None:
+        region = self._region_computing(value)
+        if region is None:
+            source = self._graphless_source(value, node)
+            region = source.region if source is not None else None
+        return region
 
     # -- transforms (NG001, NG002) --------------------------------------------------------------
 
@@ -1119,6 +1140,12 @@ _EXIT_STACKS = frozenset({"ExitStack", "AsyncExitStack"})
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # what Python's tokenizer counts as a new line
 
 
+def _holds_a_container(value: ast.expr) -> bool:
+    """`out = []`, `a, b = [], {}`: what is put in it later may have a graph."""
+    return type(value) in (ast.List, ast.Dict, ast.Set) or \
+        type(value) is ast.Tuple and any(_holds_a_container(element) for element in value.elts)
+
+
 def graph_sources(expr: ast.expr, is_torch: Callable[[ast.expr], bool],
                   is_value: Callable[[ast.Name], bool]) -> Optional[list[ast.expr]]:
     """The names, and the calls of other functions, that a value is computed from when nothing else
@@ -1160,8 +1187,8 @@ def graph_sources(expr: ast.expr, is_torch: Callable[[ast.expr], bool],
             elif type(func) is ast.Name and func.id == "sum" and len(arguments) == 1 or is_torch(func):
                 if (func.attr if type(func) is ast.Attribute else getattr(func, "id", "")) not in tensor_ops.CREATION:
                     todo += reversed(arguments)  # (what `torch.zeros(x.shape)` is given is no graph of it)
-            elif type(func) is ast.Attribute and (type(func.value) is ast.Name and is_value(func.value)
-                                                  or type(func.value) in _VALUES) \
+            elif type(func) is ast.Attribute and _tensor_method(func.attr) \
+                    and (type(func.value) is ast.Name and is_value(func.value) or type(func.value) in _VALUES) \
                     and _plain(arguments, is_torch, is_value):
                 todo += [*reversed(arguments), func.value]  # a method of a value, given no graph: `y.mean(0)`
             elif type(func) in (ast.Name, ast.Attribute):  # else (`net.solve(x)`, `Evaluator(m).score(b)`), what
@@ -1171,6 +1198,11 @@ def graph_sources(expr: ast.expr, is_torch: Callable[[ast.expr], bool],
         else:
             return None
     return found
+
+
+def _tensor_method(name: str) -> bool:
+    """A method tensors have (`y.mean(0)`, `y.float()`): else (`model.evaluate(x)`) one of an object's."""
+    return tensor_ops.kind_of_method(name) != tensor_ops.UNKNOWN or name in tensor_ops.IDENTITY_NAMES
 
 
 def _plain(arguments: list[ast.expr], is_torch: Callable[[ast.expr], bool],
