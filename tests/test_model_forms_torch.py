@@ -668,6 +668,21 @@ def test_backward_through_values_made_from_literals_and_a_region():
         model.zero_grad()
 
 
+def test_backward_on_what_a_region_computes_inline():
+    """fixtures/checker/ng003_computed_inline.py: `torch.autograd.grad(energy(x).sum(), x)` and
+    `(model(x) ** 2).mean().backward()` inside `no_grad` raise; the look-alikes give gradients."""
+    module = checker_fixture("ng003_computed_inline")
+    model = torch.nn.Linear(3, 1).double()
+    x = torch.linspace(-1.0, 1.0, 6, dtype=torch.float64).reshape(2, 3)
+    energy = lambda z: (z ** 2).sum(-1)
+    for raising in (lambda: module.langevin(energy, x.clone()), lambda: module.probe(model, x)):
+        with pytest.raises(RuntimeError, match="does not require grad"):
+            raising()
+    assert not torch.equal(module.langevin_enabled(energy, x.clone()), x)
+    for given in (module.given_before, module.through_an_enabling_call):
+        assert given(model, x.clone().requires_grad_()).abs().sum() > 0
+
+
 def test_backward_through_a_method_of_an_object_given_that_computes_in_a_region():
     """fixtures/checker/ng003_given_objects.py: backward through `certifier.margin(x)` raises;
     through the look-alike's `score`, it gives the input's gradient."""

@@ -1018,6 +1018,14 @@ class _FrameWalker(TableVisitor):
                 in_region = value
         return called or in_region
 
+    def _computed_here(self, value: ast.expr) -> bool:
+        """Whether `value` is the result of an operation of torch's run here (arithmetic, `y.sum()`,
+        `F.mse_loss(y, t)`), not what a call of another function returns (which may turn grad on)."""
+        if type(value) in (ast.BinOp, ast.UnaryOp):
+            return True
+        func = value.func if type(value) is ast.Call else None
+        return func is not None and (type(func) is ast.Attribute and _tensor_method(func.attr) or self._is_torch(func))
+
     def _is_made(self, name: ast.Name) -> bool:
         return self._is_graphless(name) and self._frame.graphless[name.id].made
 
@@ -1052,6 +1060,11 @@ class _FrameWalker(TableVisitor):
                 self.model.caller_mode_backwards.append(BackwardInCallerMode(
                     call, self._frame.function, all(self._frame.in_caller_mode[source.id][0] for source in sources)))
                 break
+        for output in outputs:  # `torch.autograd.grad(energy(x).sum(), x)` in the region: computed there
+            region = self._region_computing(output) if output is not None and self._computed_here(output) else None
+            if region is not None:
+                self.model.graphless_backwards.append(GraphlessBackward(call, ast.unparse(output), call, region))
+                return
         for output in outputs:
             value = self._graphless_source(output, call) if output is not None else None
             if value is None:

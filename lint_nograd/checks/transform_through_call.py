@@ -32,7 +32,7 @@ class ThroughCall(NamedTuple):
 def finding(run: RunInRegion, release: Behaviour, torch_version: str) -> Optional[ThroughCall]:
     call, applied = run.call, run.applied
     callee, what = f"`{shorten(call.text.partition('(')[0], 24)}(...)`", f"`{applied.transform}(...)`"
-    region = f"`{call.api}` (line {call.region.row})"
+    region = f"`{call.api}` (line {call.region.row}{f', when {call.when}' if call.when else ''})"
     if applied.backward:
         what = "`.backward()`" if applied.transform == "backward" else what
         even = " (`enable_grad()` does not lift inference mode)" if applied.grad_enabled else ""

@@ -203,6 +203,7 @@ class Project:
         self._decorations: list[tuple[str, tuple[Ref, ...], tuple[Ref, ...]]] = []  # `_filled`, from the
         self._decorations_seen = 0  # first modules loaded
         self._applying_names: Optional[set[str]] = None  # `_names_applying`
+        self._given_applying: dict[tuple[str, str, str], bool] = {}  # `_given_what_applies`
         self._receivers: dict[tuple[FunctionKey, str], frozenset] = {}  # see `_reach`, `_dispatched`
         self._edges: dict[tuple[FunctionKey, str], set[FunctionKey]] = defaultdict(set)  # the calls reach followed
         self._callers_in: dict[str, dict] = {}  # `_solve_varied`: by mode, the reverse of `_edges`
@@ -1962,7 +1963,8 @@ class Project:
         named = [ref for ref in refs
                  if (m := self._module_of(module, ref)) is not None and (toward is None or m in toward)]
         on_parameters = [ref for ref in refs if (called := _parameter_path(module, ref)) is not None  # `learner.adapt`
-                         and called[1].rpartition(".")[2] in self.names_applying()]
+                         and (called[1].rpartition(".")[2] in self.names_applying()  # `field(z)`, given
+                              or not called[1] and self._given_what_applies(called[0]))]  # `self.vector_field`
         on_held = [ref for ref in refs if ref[0] == "attr" and ref not in on_parameters
                    and ref[2] in self.names_applying()]  # `self.residual.pde_residual(z)`, the object given
         if not named and not on_parameters and not on_held:
@@ -1991,6 +1993,18 @@ class Project:
         return [function for base in self.resolve(module, ref[1])
                 for held in (self._passed_closure(base) if base[0] == "P" else (base,))
                 for member in self.attribute(held, ref[2]) for function in self.runs(member)]
+
+    def _given_what_applies(self, parameter: tuple[str, str, str]) -> bool:
+        """Whether a call of the parameter's function, named so in the loaded modules, may pass it a
+        function named as one that applies a transform (`leapfrog(self.vector_field, z, dt)`): told by
+        names alone, for speed, before what the calls pass is looked for."""
+        found = self._given_applying.get(parameter)
+        if found is None:
+            applying = self.names_applying()
+            found = self._given_applying[parameter] = any(
+                _last_name(ref) in applying for _, site in self._sites_named(called_as(parameter[1]))
+                for refs in _arguments(site) for ref in refs)
+        return found
 
     def names_applying(self) -> set[str]:
         """The names of the functions of the loaded modules that apply a transform, themselves or

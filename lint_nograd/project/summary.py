@@ -124,6 +124,7 @@ class RegionCall:
     span: Span
     text: str
     region: Span  # the region's expression
+    when: str = ""  # entered only on a condition (`Region.when`): "`train` is False"
 
 
 @dataclass(slots=True)
@@ -248,7 +249,7 @@ class ModuleSummary:
 
         def region_call(c):
             return {"callees": c.callees, "api": c.api, "inference": c.inference, "span": span(c.span),
-                    "text": c.text, "region": span(c.region)}
+                    "text": c.text, "region": span(c.region), "when": c.when}
 
         def applied(a):
             return {"transform": a.transform, "functional": a.functional, "span": span(a.span), "text": a.text,
@@ -314,7 +315,7 @@ class ModuleSummary:
 
         def region_call(d):
             return RegionCall(refs(d["callees"]), d["api"], d["inference"], span(d["span"]), d["text"],
-                              span(d["region"]))
+                              span(d["region"]), d["when"])
 
         def applied(d):
             return Applied(d["transform"], d["functional"], span(d["span"]), d["text"], d["grad_enabled"],
@@ -1785,12 +1786,12 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         turned back on does not run it under the caller's no_grad."""
         state = self.grad
         region = state.inference_region if state.inference else state.grad_region if state.grad_enabled is False \
-            else None
-        if region is not None:
+            or state.grad_enabled is None and state.grad_region is not None and state.grad_region.when else None
+        if region is not None:  # (one entered on a condition: `with torch.set_grad_enabled(train):`)
             span = span_of(call, self.lines)
             self.functions[self.function].region_calls.append(
                 RegionCall(callees, region.describe(), bool(state.inference), span, _short(span),
-                           span_of(region.expr, self.lines)))
+                           span_of(region.expr, self.lines), region.when if not state.inference else ""))
         elif state.grad_enabled is True and self.function != MODULE_BODY:
             guarded = self._guarded.setdefault((self.function, state.inference is False), {})
             for ref in callees:
