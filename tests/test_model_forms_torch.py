@@ -683,6 +683,33 @@ def test_backward_on_what_a_region_computes_inline():
         assert given(model, x.clone().requires_grad_()).abs().sum() > 0
 
 
+def test_backward_through_a_list_filled_in_a_region():
+    """fixtures/checker/ng003_filled_lists.py: `torch.cat(preds)` of a list filled under `no_grad`
+    has no graph; with one more element that has one, or filled by another function too, it does."""
+    module = checker_fixture("ng003_filled_lists")
+    model = torch.nn.Linear(3, 1).double()
+    batches = torch.linspace(-1.0, 1.0, 12, dtype=torch.float64).reshape(2, 2, 3)
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        module.predictions(model, batches)
+    for with_a_graph in (module.with_one_more, module.handed_on):
+        with_a_graph(model, batches)
+        assert model.weight.grad.abs().sum() > 0
+        model.zero_grad()
+
+
+def test_a_closure_calling_what_its_maker_got_handed_to_a_subclass_method():
+    """fixtures/checker/ng004_closure_handed_on.py: the loss the closure calls runs under `jvp` in
+    `ForwardOverReverse.hvp`, which ignores its region: forward over reverse and reverse over
+    reverse disagree; the loss only evaluated eagerly is not reported (its region changes no
+    derivative anyone takes)."""
+    module = checker_fixture("ng004_closure_handed_on")
+    x = torch.tensor([1.0, 2.0, 4.0], dtype=torch.float64)
+    v = torch.tensor([1.0, -1.0, 0.5], dtype=torch.float64)
+    forward, reverse = module.both(x, v)
+    assert not torch.allclose(forward, reverse)
+    assert module.eagerly(x).item() > 0
+
+
 def test_backward_through_a_method_of_an_object_given_that_computes_in_a_region():
     """fixtures/checker/ng003_given_objects.py: backward through `certifier.margin(x)` raises;
     through the look-alike's `score`, it gives the input's gradient."""

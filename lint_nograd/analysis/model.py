@@ -189,6 +189,8 @@ class Frame:
     states: list[GradState] = field(default_factory=list)  # the stack of states, innermost last
     blocks: list[int] = field(default_factory=list)  # the branches of `if`/`for`/`try` we are inside
     graphless: dict[str, _GraphlessValue] = field(default_factory=dict)
+    # the names bound to an empty list (`outs = []`), until something is put in it: (statement, blocks)
+    empty_lists: dict[str, tuple[ast.stmt, tuple[int, ...]]] = field(default_factory=dict)
     # the names computed by an operation where the caller's mode holds: (under `enable_grad()`, blocks)
     in_caller_mode: dict[str, tuple[bool, tuple[int, ...]]] = field(default_factory=dict)
     stacks: list[tuple[int, int]] = field(default_factory=list)  # for each ExitStack open: len(states), len(blocks)
@@ -939,6 +941,10 @@ class _FrameWalker(TableVisitor):
             computed = (self._frame.state.grad_enabled is True, blocks)
         for target in targets:
             for name in _assigned_names(target):
+                if type(target) is ast.Name and type(value) is ast.List and not value.elts:
+                    self._frame.empty_lists[name] = (statement, blocks)
+                else:
+                    self._frame.empty_lists.pop(name, None)
                 if graphless is not None:
                     self._frame.graphless[name] = graphless
                 else:
@@ -961,6 +967,7 @@ class _FrameWalker(TableVisitor):
     def visit_Name(self, node: ast.Name) -> None:
         if not isinstance(node.ctx, ast.Load):  # any other binding: when in doubt, forget
             self._frame.graphless.pop(node.id, None)
+            self._frame.empty_lists.pop(node.id, None)
             self._frame.in_caller_mode.pop(node.id, None)
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
@@ -1017,6 +1024,22 @@ class _FrameWalker(TableVisitor):
             elif in_region is None:
                 in_region = value
         return called or in_region
+
+    def _filled(self, name: str, value: ast.expr) -> None:
+        """`outs.append(model(b))` in a region, `outs` bound to `[]` before: a list with no graph in it,
+        while everything put in it is computed so (anything else put in it, and it may have one)."""
+        empty = self._frame.empty_lists.get(name)
+        if empty is None:
+            return
+        region = self._region_computing(value)
+        if region is None and type(value) is ast.Name and self._is_graphless(value):
+            region = self._frame.graphless[value.id].region
+        known = self._frame.graphless.get(name)
+        if region is None or known is not None and known.region is None:
+            self._frame.empty_lists.pop(name)
+            self._frame.graphless.pop(name, None)
+        elif known is None:
+            self._frame.graphless[name] = _GraphlessValue(empty[0], region, empty[1])
 
     def _computed_here(self, value: ast.expr) -> bool:
         """Whether `value` is the result of an operation of torch's run here (arithmetic, `y.sum()`,
@@ -1139,6 +1162,12 @@ class _FrameWalker(TableVisitor):
             self.model.applications.append(applied)
         self._check_backward(node)
         func = node.func
+        if type(func) is ast.Attribute and func.attr in _FILLS and type(func.value) is ast.Name and node.args:
+            self._filled(func.value.id, node.args[-1])
+        elif self._frame.empty_lists and not (self._is_torch(func) or type(func) is ast.Name and func.id in _READS_A_LIST):
+            for arg in (*node.args, *(k.value for k in node.keywords)):  # `fill(outs)` may put anything in it
+                if type(arg) is ast.Name and self._frame.empty_lists.pop(arg.id, None):
+                    self._frame.graphless.pop(arg.id, None)
         if (isinstance(func, ast.Attribute) and torch_names.in_place(func.attr) and isinstance(func.value, ast.Name)
                 and self._frame.state.graph_recorded is not False):
             self._frame.graphless.pop(func.value.id, None)  # `y.requires_grad_()`, `y.mul_(w)`
@@ -1236,6 +1265,8 @@ _NOT_OPERATIONS_OF_TORCH = ("torch.nn.parameter.", "torch.nn.Parameter", "torch.
                             "torch.nn.Module", "torch.enable_grad", "torch.set_grad_enabled")
 _INDEXING_METHODS = frozenset({"gather", "index_select", "take_along_dim", "masked_select"})
 _GRAPH_MAKING = frozenset({"requires_grad_", "backward"})  # methods whose result is no plain operation
+_FILLS = frozenset({"append", "extend", "insert"})  # methods that put values into a list
+_READS_A_LIST = frozenset({"len", "sum", "list", "tuple", "sorted", "reversed", "enumerate", "zip", "print"})
 _COUNTING_BUILTINS = frozenset({"len", "range", "isinstance"})  # builtins whose result carries no graph
 
 

@@ -1172,10 +1172,21 @@ class Project:
                 found = self._module_of(module, ref)
                 if found is not None and (leads is None or found in leads):
                     return True
-                held = held or _attribute_read(ref)
+                held = held or _attribute_read(ref) or self._calls_what_its_maker_got(module, ref)
         # what an object holds (`helper(self.net, x)`, with `self.net` set from what built it) may be
         # anything: looked into when the callee is named as a helper handing its parameter to a transform
         return held and (guess or any(_last_name(ref) in self._transforming_helpers() for ref in site.callees))
+
+    def _calls_what_its_maker_got(self, module: str, ref: Ref) -> bool:
+        """Whether a ref is a closure that calls a parameter of the function it is made in
+        (`def f(p): return loss_fn(p)` in `estimate(self, model, loss_fn)`): it runs whatever that
+        function is given, which may lead anywhere, as what an object holds does."""
+        if ref[0] != "fn" or ".<locals>." not in ref[1]:
+            return False
+        function = self.function((module, ref[1]))
+        return function is not None and any(
+            (called := _parameter_path(module, call)) is not None and ref[1].startswith(f"{called[0][1]}.<locals>.")
+            for call in function.calls)
 
     def _transforming_helpers(self) -> set[str]:
         """The names of the functions of the loaded modules (when first asked) that hand a parameter
@@ -1234,6 +1245,9 @@ class Project:
         self._permissive = max(outer, 1)  # looking into helpers: modules that may transform are loaded
         try:
             callees = self._functions(module, site.callees) + self._constructors(module, site.callees)
+            for ref in site.callees:  # `self.hvp(f, p, v)` in a base class runs a subclass's too
+                if ref[0] == "attr" and ref[1][0] == "inst" and ref[1][1][0] == "cls":
+                    callees += self._overrides(module, ref[1][1][1], ref[2])
         finally:
             self._permissive = outer
         found: list[tuple[Value, str, tuple[Ref, ...]]] = []
@@ -1482,23 +1496,13 @@ class Project:
         function calling it, that call, and the levels it was handed through (`_parameter_calls`)."""
         if not _hands_a_transform(site):
             return  # (nearly every call)
-        bound = self._bound_by(module, site)
+        bound = self._helpers(module, site)
         for callee, name, refs in bound:
             key = (callee[1], callee[2])
             given = {parameter: passed for other, parameter, passed in bound if other == callee}
             for entry in _entries_in(refs):
                 for inner, call, levels in self._parameter_calls(key, name, [(key, given)]):
                     yield entry, inner, call, levels
-
-    def _bound_by(self, module: str, site) -> list[tuple[Value, str, tuple[Ref, ...]]]:
-        """(callee, parameter, refs) for each parameter a call passes something to, of each function
-        it may run, a class's `__init__` (`Estimator(jacfwd)`) included."""
-        bound: list = []
-        for value in self._values(module, site.callees):
-            called = self._member(value[1], value[2], "__init__", True, set()) if value[0] == "C" else (value,)
-            for callee in (function for value in called for function in self.runs(value)):
-                self._bind(callee, site, bound)
-        return bound
 
     def _parameter_calls(self, key: FunctionKey, name: str, levels: list) -> list[tuple[FunctionKey, CallSite, list]]:
         """The calls of what the parameter `name` of `key` holds, in it or a function nested in it,
@@ -1519,7 +1523,7 @@ class Project:
                 if parameter in site.callees or not stored.isdisjoint(site.callees):
                     found.append(((key[0], inner), site, levels))
                 elif len(levels) <= _MAX_HANDED and any(parameter in refs for refs in _arguments(site)):
-                    bound = self._bound_by(key[0], site)
+                    bound = self._helpers(key[0], site)
                     for callee, handed, refs in bound:
                         if parameter in refs:
                             given = {p: passed for other, p, passed in bound if other == callee}
@@ -1942,8 +1946,10 @@ class Project:
         for function in summary.functions.values() if summary else ():
             for call in function.region_calls:
                 seen = set()
-                for callee in self._mode_callees(module, call.callees):
-                    for where, applied, chain in self._applied_in_mode((callee[1], callee[2]), call.inference):
+                receivers: dict = {}
+                for callee in self._mode_callees(module, call.callees, receivers=receivers):
+                    for where, applied, chain in self._applied_in_mode((callee[1], callee[2]), call.inference,
+                                                                       objects=receivers.get(callee)):
                         if (where, applied.span) not in seen:
                             seen.add((where, applied.span))
                             found.append(RunInRegion(call, where, applied, chain))
@@ -1954,14 +1960,18 @@ class Project:
                                   if (call.inference or not applied.grad_enabled) and (where, applied.span) not in seen]
         return found
 
-    def _mode_callees(self, module: str, refs: Iterable[Ref], caller: Optional[FunctionKey] = None) -> list[Value]:
+    def _mode_callees(self, module: str, refs: Iterable[Ref], caller: Optional[FunctionKey] = None,
+                      objects: Optional[frozenset] = None, receivers: Optional[dict] = None) -> list[Value]:
         """The functions refs run (in `caller`), looking only where a chain may lead to a transform. A
         decorator's wrapper calling what the decorator was given runs the function it decorates, which
-        its caller runs already (`_decorated`): not every function the decorator decorates."""
+        its caller runs already (`_decorated`): not every function the decorator decorates. A method
+        called on `self` runs the one the object's class has (of `objects`, the classes `caller` runs
+        on, when known; else any subclass's); `receivers`, when given, takes the classes the functions
+        found run on, where a call names them (`PlainEstimator().estimate(f, x)`)."""
         toward = self._toward_transforms
         refs = list(refs)
-        named = [ref for ref in refs
-                 if (m := self._module_of(module, ref)) is not None and (toward is None or m in toward)]
+        named = [ref for ref in refs  # (what a call returns may be what another module stored: `get_residual(name)`)
+                 if (m := self._module_of(module, ref)) is not None and (toward is None or m in toward or ref[0] == "call")]
         on_parameters = [ref for ref in refs if (called := _parameter_path(module, ref)) is not None  # `learner.adapt`
                          and (called[1].rpartition(".")[2] in self.names_applying()  # `field(z)`, given
                               or not called[1] and self._given_what_applies(called[0]))]  # `self.vector_field`
@@ -1972,27 +1982,62 @@ class Project:
         outer = self._permissive
         self._permissive = 2
         try:
-            found = self._functions(module, named) if named else []
+            found = []
+            own = self._method_class(caller) if caller is not None and named else None
+            for ref in named:
+                if own is not None and ref[0] == "attr" and ref[1] == ("inst", ("cls", own)):  # `self.hvp(f, p, v)`
+                    held = [m for cls in objects for m in self._member(*cls, ref[2], True, set())] \
+                        if objects is not None else [*self._functions(module, [ref]), *self._overrides(module, own, ref[2])]
+                    functions = [function for member in held for function in self.runs(member)]
+                    of = objects
+                else:
+                    functions = self._functions(module, [ref])
+                    bases = self.resolve(module, ref[1]) if ref[0] == "attr" else ()
+                    of = frozenset((base[1], base[2]) for base in bases) \
+                        if bases and all(base[0] == "I" for base in bases) else None
+                found += functions
+                if receivers is not None and of is not None:
+                    for function in functions:
+                        receivers[function] = receivers.get(function, frozenset()) | of
             for ref in on_parameters:
                 parameter = _parameter_path(module, ref)[0]
                 skip = self._decorated_by(("P", *parameter)) if caller is not None \
                     and (module, parameter[1]) == _enclosing(caller) else frozenset()
                 found += [f for f in self._run_on_parameter(module, ref, skip) if toward is None or f[1] in toward]
             for ref in on_held:
-                found += self._called_on_held(module, ref)
+                found += self._called_on_held(module, ref, receivers)
             return list(dict.fromkeys(found))
         finally:
             self._permissive = outer
 
-    def _called_on_held(self, module: str, ref: Ref) -> list[Value]:
+    def _overrides(self, module: str, cls: str, name: str) -> list[Value]:
+        """The methods named `name` that the subclasses of a class define, at any depth."""
+        found, todo, seen = [], [(module, cls)], {(module, cls)}
+        while todo and len(seen) <= _MAX_CLOSURE:
+            for sub in self._subclasses(*todo.pop()):
+                if sub not in seen:
+                    seen.add(sub)
+                    todo.append(sub)
+                    method = self.summary(sub[0]).classes[sub[1]].methods.get(name)
+                    if method is not None:
+                        found.append(("F", sub[0], method, True))
+        return found
+
+    def _called_on_held(self, module: str, ref: Ref, receivers: Optional[dict] = None) -> list[Value]:
         """What calling a method of what a parameter (or an attribute set from one) is given runs
         (`self.residual.pde(z)`, `certifier.margin(x)`): on what every call passes (asked once
-        linking is done)."""
+        linking is done). `receivers`, when given, takes the class of the object each runs on."""
         if ref[0] != "attr":
             return []
-        return [function for base in self.resolve(module, ref[1])
-                for held in (self._passed_closure(base) if base[0] == "P" else (base,))
-                for member in self.attribute(held, ref[2]) for function in self.runs(member)]
+        found = []
+        for base in self.resolve(module, ref[1]):
+            for held in (self._passed_closure(base) if base[0] == "P" else (base,)):
+                functions = [function for member in self.attribute(held, ref[2]) for function in self.runs(member)]
+                found += functions
+                if receivers is not None and held[0] == "I":
+                    for function in functions:
+                        receivers[function] = receivers.get(function, frozenset()) | {(held[1], held[2])}
+        return found
 
     def _given_what_applies(self, parameter: tuple[str, str, str]) -> bool:
         """Whether a call of the parameter's function, named so in the loaded modules, may pass it a
@@ -2020,10 +2065,12 @@ class Project:
                                                and not name.startswith("__") and not calls.isdisjoint(named)}
         return self._applying_names
 
-    def _applied_in_mode(self, key: FunctionKey, inference: bool, depth: int = 0) -> tuple:
+    def _applied_in_mode(self, key: FunctionKey, inference: bool, depth: int = 0,
+                         objects: Optional[frozenset] = None) -> tuple:
         """(module, Applied, chain) for each transform that running `key` in a caller's no_grad (or
-        inference mode) applies in that mode, itself or through its calls; found once per function."""
-        memo = (key, inference)
+        inference mode) applies in that mode, itself or through its calls; found once per function
+        (and the classes of the objects it runs on, when known: `_mode_callees`)."""
+        memo = (key, inference, objects)
         if memo in self._applied_below:
             return self._applied_below[memo]
         self._applied_below[memo] = ()  # a cycle adds nothing more
@@ -2038,8 +2085,10 @@ class Project:
                 found += [(where, applied, (key, inner)) for where, applied, inner in self._handed_applied(key[0], site)
                           if inference or not applied.grad_enabled]
         refs = [ref for ref in function.calls if ref not in stops]
-        for callee in self._mode_callees(key[0], refs, key):
-            for where, applied, chain in self._applied_in_mode((callee[1], callee[2]), inference, depth + 1):
+        receivers: dict = {}
+        for callee in self._mode_callees(key[0], refs, key, objects, receivers):
+            for where, applied, chain in self._applied_in_mode((callee[1], callee[2]), inference, depth + 1,
+                                                               receivers.get(callee)):
                 found.append((where, applied, (key, *chain)))
         self._applied_below[memo] = tuple(found)
         return self._applied_below[memo]
