@@ -50,6 +50,7 @@ _CAPTURED = frozenset({CAPTURED})
 _MAX_DEPTH = 24
 _MAX_OPEN = 48  # refs resolved one inside another (the depth above restarts at a helper's call site): Python's stack
 _MAX_ROUNDS = 4  # a cycle of refs is resolved again at most so often, until it finds no more
+_MAX_OVERRIDES = 4  # subclasses' methods a call on `self` in a base class may run; more tell nothing
 _MAX_HANDED = 3  # functions a parameter holding a transform is handed on through, at most
 _MAX_TYPED_BY_USE = 4  # classes a parameter may be taken to hold by what is asked of it; more tell nothing
 _NO_CYCLE = 1 << 30  # `Project._low` when no open ref was met
@@ -204,6 +205,7 @@ class Project:
         self._decorations_seen = 0  # first modules loaded
         self._applying_names: Optional[set[str]] = None  # `_names_applying`
         self._given_applying: dict[tuple[str, str, str], bool] = {}  # `_given_what_applies`
+        self._overridden: dict[tuple, list] = {}  # `_overrides`
         self._receivers: dict[tuple[FunctionKey, str], frozenset] = {}  # see `_reach`, `_dispatched`
         self._edges: dict[tuple[FunctionKey, str], set[FunctionKey]] = defaultdict(set)  # the calls reach followed
         self._callers_in: dict[str, dict] = {}  # `_solve_varied`: by mode, the reverse of `_edges`
@@ -492,7 +494,7 @@ class Project:
         if kind == "B":
             if key is None or len(value) < 3 or value[2] == key:
                 yield value[1]
-        elif kind == "I":
+        elif kind == "I" and depth < _MAX_DEPTH:  # (an object may hold itself: `self[name] = self`)
             for held in self._member(value[1], value[2], library.ITEMS_ATTRIBUTE, False, set()):
                 yield from self._elements_of(held, depth + 1, key)  # `self[name] = cls` in its methods
             for getter in self._member(value[1], value[2], "__getitem__", True, set()):
@@ -2011,9 +2013,14 @@ class Project:
             self._permissive = outer
 
     def _overrides(self, module: str, cls: str, name: str) -> list[Value]:
-        """The methods named `name` that the subclasses of a class define, at any depth."""
+        """The methods named `name` that the subclasses of a class define, at any depth: a strategy's
+        few (`ForwardOverReverse.hvp`); none when there are more (`nn.Module.forward`'s hundreds),
+        which would say nothing of the one an object runs."""
+        key = (module, cls, name, len(self.loaded()))
+        if key in self._overridden:
+            return self._overridden[key]
         found, todo, seen = [], [(module, cls)], {(module, cls)}
-        while todo and len(seen) <= _MAX_CLOSURE:
+        while todo and len(found) <= _MAX_OVERRIDES and len(seen) <= _MAX_CLOSURE:
             for sub in self._subclasses(*todo.pop()):
                 if sub not in seen:
                     seen.add(sub)
@@ -2021,6 +2028,7 @@ class Project:
                     method = self.summary(sub[0]).classes[sub[1]].methods.get(name)
                     if method is not None:
                         found.append(("F", sub[0], method, True))
+        self._overridden[key] = found = found if len(found) <= _MAX_OVERRIDES and len(seen) <= _MAX_CLOSURE else []
         return found
 
     def _called_on_held(self, module: str, ref: Ref, receivers: Optional[dict] = None) -> list[Value]:
