@@ -40,4 +40,4 @@ def test_reported_exactly_where_backward_raises(capsys, monkeypatch):
                                   "arithmetic_in_a_return", "torch_function_of_it", "computed_in_the_region",
                                   "saliency_under_no_grad", "saliency_under_inference", "averaged_in_a_list",
                                   "through_a_held_object", "with_labels_made_here", "unpacked_from_a_tuple",
-                                  "through_a_method_given_made_values", "saliency_unless_training"}
+                                  "through_a_method_given_made_values", "saliency_unless_training", "top_score"}

@@ -1259,7 +1259,7 @@ def is_torch_operation(names: frozenset[str]) -> bool:
     return any(name.startswith("torch.") and not name.startswith(_NOT_OPERATIONS_OF_TORCH) for name in names)
 
 
-_VALUES = (ast.Call, ast.Subscript, ast.BinOp, ast.UnaryOp)
+_VALUES = (ast.Call, ast.Subscript, ast.BinOp, ast.UnaryOp, ast.Attribute)  # `out.max(-1).values.sum()`
 # torch's names that make a leaf or a module rather than compute a value from their arguments
 _NOT_OPERATIONS_OF_TORCH = ("torch.nn.parameter.", "torch.nn.Parameter", "torch.autograd.", "torch.func.",
                             "torch.nn.Module", "torch.enable_grad", "torch.set_grad_enabled")
