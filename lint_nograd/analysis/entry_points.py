@@ -95,6 +95,17 @@ def opens_a_level(entry: EntryPoint) -> bool:
     it captured in place ("would mutate a captured Tensor"), instead of computing a result."""
     return all(name.rpartition(".")[0] in _FUNC_PREFIXES for name in entry.qualified_names)
 
+def differentiates(entry: EntryPoint) -> bool:
+    """Whether it computes derivatives (forward or reverse mode), rather than only tracing: one a
+    caller's grad mode can matter to (NG001, NG002)."""
+    return bool({FORWARD, REVERSE} & set(entry.modes))
+
+
+def is_functional(entry: EntryPoint) -> bool:
+    """Whether it is torch.autograd.functional's, which opens no autograd level."""
+    return all(name.startswith("torch.autograd.functional.") for name in entry.qualified_names)
+
+
 # Inside `with torch.autograd.forward_ad.dual_level():`, code that works on duals from `make_dual` is
 # differentiated in forward mode, which ignores a region there (pytorch issue 78961).
 DUAL_LEVEL = frozenset({"torch.autograd.forward_ad.dual_level"})

@@ -37,7 +37,7 @@ _VIEWS_AND_SHAPES = frozenset("""
     tile transpose tril triu unbind unflatten unsqueeze view view_as
 """.split())
 # Functions of `torch` that make new tensors from numbers or shapes, with no graph to keep.
-CREATION = _CREATION = frozenset("""
+CREATION = frozenset("""
     arange empty empty_like eye full full_like linspace logspace ones ones_like rand rand_like randint
     randint_like randn randn_like randperm tensor zeros zeros_like
 """.split())
@@ -96,7 +96,7 @@ def kind_of_function(qualified_name: str) -> str:
     if module in _KNOWN_MODULES or module.startswith(tuple(f"{m}." for m in _KNOWN_MODULES)):
         return KNOWN
     if module in _OPERATION_MODULES:
-        if name in LIGHT_NAMES or (module == "torch" and name in _CREATION):
+        if name in LIGHT_NAMES or (module == "torch" and name in CREATION):
             return LIGHT
         if name in KNOWN_NAMES:
             return KNOWN

@@ -1485,12 +1485,12 @@ class Project:
         found = []
         for entry, inner, call, _ in self._handed(module, site):
             function = self.function(inner)
-            if not {FORWARD, REVERSE} & set(entry.modes) or any(region_call.span == call.span
-                                                                for region_call in function.region_calls):
+            if not entry_points.differentiates(entry) or any(region_call.span == call.span
+                                                             for region_call in function.region_calls):
                 continue  # a tracer, or in a region of the function's own: that region's mode
-            functional = all(qualified.startswith("torch.autograd.functional.") for qualified in entry.qualified_names)
             enabled = any(ref in function.guarded for ref in call.callees)
-            found.append((inner[0], Applied(entry.name, functional, call.span, call.text, enabled), inner))
+            found.append((inner[0], Applied(entry.name, entry_points.is_functional(entry), call.span, call.text,
+                                            enabled), inner))
         return found
 
     def _handed(self, module: str, site) -> Iterator[tuple[entry_points.EntryPoint, FunctionKey, CallSite, list]]:

@@ -1774,9 +1774,9 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         it is the model's, NG001 / NG002 in this file)."""
         state = self.grad
         if self.function == MODULE_BODY or state.grad_enabled is False or state.inference is not None or \
-                not set(entry.modes) & {entry_points.FORWARD, entry_points.REVERSE}:
+                not entry_points.differentiates(entry):
             return
-        functional = all(name.startswith("torch.autograd.functional.") for name in entry.qualified_names)
+        functional = entry_points.is_functional(entry)
         span = span_of(call, self.lines)
         self.functions[self.function].applied.append(Applied(entry.name, functional, span, _short(span),
                                                              state.grad_enabled is True))
