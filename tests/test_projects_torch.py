@@ -103,8 +103,9 @@ CASES = [project for project in sorted(PROJECTS.iterdir()) if project.is_dir()]
 # ... tests/test_backward_chains_torch.py, tests/test_grad_mode_calls_torch.py, test_reach_forms_torch.py,
 # test_model_forms_torch.py (held_objects)
 NO_REGION_FINDINGS = ("backward_through_calls", "generators", "grad_mode_calls", "held_objects")
-# projects whose region is in a closure (a hook), which these tests cannot call alone: run by a test of their own
-RUN_ALONE = ("hooked_helpers",)
+# projects whose region is in a closure (a hook) or a context manager's generator, which these tests cannot
+# call alone: run by a test of their own (tests/test_reach_forms_torch.py runs imported_makers' cases)
+RUN_ALONE = ("hooked_helpers", "imported_makers")
 CASES = [project for project in CASES if project.name not in RUN_ALONE]
 
 

@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch")
 from lint_nograd import cli  # noqa: E402
 
 PROJECTS = Path(__file__).parent / "fixtures" / "projects"
-FORMS = ("annotations", "builtin_calls", "generators", "grad_mode_call_form", "guards", "handed_transforms",
+FORMS = ("annotations", "builtin_calls", "generators", "grad_mode_call_form", "guards", "handed_transforms", "imported_makers",
          "names_read_deep", "parameter_methods", "registries", "star_imports", "virtual_methods")
 X = torch.tensor([1.0, 2.0, 4.0], dtype=torch.float64)
 

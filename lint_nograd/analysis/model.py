@@ -14,10 +14,13 @@ import bisect
 import itertools
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator, Mapping, Optional
 
 from lint_nograd.analysis import tensor_ops, torch_names
 from lint_nograd.analysis.scopes import COMPREHENSION_NODES, FUNCTION_NODES, Scope, Scopes, child_nodes, walk
+
+# the grad mode a call or class makes when entered: (api, enabled, whether it also decorates)
+Mode = tuple[str, Optional[bool], bool]
 
 _UNKNOWN = None  # a grad mode we cannot know statically: `set_grad_enabled(flag)`, a function's caller
 
@@ -290,9 +293,12 @@ class SemanticModel:
     """Finds every grad-mode change with one walk over the statements (cheap: no expressions),
     then walks in full only the bodies that hold a grad-disabling region."""
 
-    def __init__(self, module: ast.Module, text: str | None = None):
+    def __init__(self, module: ast.Module, text: str | None = None, makers: Mapping[str, Mode] | None = None):
         self.module = module
         self.text = text  # the source, when known: it lets `calls_naming` skip most statements
+        # what other modules of the project define that makes a grad mode when called (`region_makers`),
+        # by the qualified name this file spells it with: `.utils.frozen` after `from .utils import frozen`
+        self.makers = makers or {}
         self.scopes = Scopes(module)
         self.statements: list[tuple[ast.stmt, Scope]] = []  # every statement, with its scope, in order
         self.grad_mode_changes: list[GradModeChange] = []
@@ -307,7 +313,7 @@ class SemanticModel:
         self._aliases: list[tuple[str, str]] = []  # (alias, the name it stands for)
         self._classes: list[tuple[ast.ClassDef, Scope]] = []  # every class, for those entering regions
         # `_class_mode`, `_mode_made_by`: of the classes and the functions looked at
-        self._class_modes: dict[ast.AST, Optional[tuple[str, Optional[bool], bool]]] = {}
+        self._class_modes: dict[ast.AST, Optional[Mode]] = {}
         # `loss`, `Net.forward`, `outer.<locals>.inner` (Python's __qualname__; `f#2` for a second `f`)
         self.qualified_name: dict[ast.AST, str] = {}
         self.returns: dict[ast.AST, list[Optional[GradModeChange]]] = {}  # per walked function: graphless returns
@@ -362,7 +368,7 @@ class SemanticModel:
             # a decorator, only of a class that sets the mode as its grad-mode base does (not in `__enter__`)
             if mode is None or not entered and (isinstance(owner, ast.Expr) or not mode[2]):
                 return None
-            api_name, enabled, entered_by = mode[0], mode[1], target.id
+            api_name, enabled, entered_by = mode[0], mode[1], _last_name(target)
         elif not entered and isinstance(owner, ast.Expr) and api_name != "set_grad_enabled":
             return None  # of the four, only set_grad_enabled acts when merely called
         else:
@@ -399,37 +405,58 @@ class SemanticModel:
     def _reads_grad_mode(self, value: ast.expr | None, scope: Scope) -> bool:
         return isinstance(value, ast.Call) and bool(self.qualified_names(value.func, scope) & _READS_GRAD_MODE)
 
-    def _mode_made_by(self, target: ast.expr, scope: Scope) -> Optional[tuple[str, Optional[bool], bool]]:
+    def _mode_made_by(self, target: ast.expr, scope: Scope) -> Optional[Mode]:
         """The grad mode that calling what a name is bound to, alone, makes: a class of this file
         (`_class_mode`), or a function of it whose every `return` makes the same one
-        (`def frozen(): return torch.no_grad()`)."""
+        (`def frozen(): return torch.no_grad()`); or one another module of the project defines
+        (`makers`: `with utils.frozen():`)."""
+        if self.makers and isinstance(target, (ast.Name, ast.Attribute)):
+            imported = next((self.makers[name] for name in self.scopes.qualified_names(target, scope)
+                             if name in self.makers), None)
+            if imported is not None:
+                return imported
         if type(target) is not ast.Name:
             return None
         binding = self.scopes.only_binding(target, scope)
-        if binding is None:
+        return self._mode_defined(binding.node, binding.scope) if binding is not None else None
+
+    def _mode_defined(self, node: ast.AST, scope: Scope) -> Optional[Mode]:
+        """`_mode_made_by` for the definition a name is bound to."""
+        if type(node) is ast.ClassDef:
+            return self._class_mode(node, scope)
+        if type(node) is not ast.FunctionDef:
             return None
-        if type(binding.node) is ast.ClassDef:
-            return self._class_mode(binding.node, binding.scope)
-        if type(binding.node) is not ast.FunctionDef:
-            return None
-        if binding.node in self._class_modes:
-            return self._class_modes[binding.node]
-        self._class_modes[binding.node] = None  # (a function returning what it returns makes none)
-        inner = self.scopes.of.get(binding.node, binding.scope)
-        if any(self.qualified_names(d, binding.scope) & _CONTEXT_MANAGER_DECORATORS for d in binding.node.decorator_list):
-            found = self._class_modes[binding.node] = self._yielded_in_mode(binding.node, inner)
+        if node in self._class_modes:
+            return self._class_modes[node]
+        self._class_modes[node] = None  # (a function returning what it returns makes none)
+        inner = self.scopes.of.get(node, scope)
+        if any(self.qualified_names(d, scope) & _CONTEXT_MANAGER_DECORATORS for d in node.decorator_list):
+            found = self._class_modes[node] = self._yielded_in_mode(node, inner)
             return found
-        wrapped = self._wrapper_mode(binding.node, inner)
+        wrapped = self._wrapper_mode(node, inner)
         if wrapped is not None:
-            self._class_modes[binding.node] = wrapped
+            self._class_modes[node] = wrapped
             return wrapped
-        returned = {self._made_mode(node.value, inner) if node.value is not None else None
-                    for node in _returns(binding.node.body)}
-        found = self._class_modes[binding.node] = returned.pop() if len(returned) == 1 else None
+        returned = {self._made_mode(statement.value, inner) if statement.value is not None else None
+                    for statement in _returns(node.body)}
+        found = self._class_modes[node] = returned.pop() if len(returned) == 1 else None
+        return found
+
+    def region_makers(self) -> dict[str, Mode]:
+        """The functions and classes this module defines at its top level that make a grad mode
+        when called or entered (`with frozen():`, `@frozen`), by name: what modules importing them
+        give their model as `makers`."""
+        found = {}
+        for node in self.module.body:
+            if type(node) in (ast.FunctionDef, ast.ClassDef) and \
+                    len(self.scopes.module.bindings.get(node.name, ())) == 1:  # bound once, by this definition
+                mode = self._mode_defined(node, self.scopes.module)
+                if mode is not None:
+                    found[node.name] = mode
         return found
 
     def _wrapper_mode(self, function: ast.FunctionDef, scope: Scope,
-                      factory: bool = True) -> Optional[tuple[str, Optional[bool], bool]]:
+                      factory: bool = True) -> Optional[Mode]:
         """The mode a decorator of this file runs the function it decorates in, when it returns a
         wrapper doing nothing else: `def without_autograd(fn): @wraps(fn) def wrapper(*a, **k): with
         torch.no_grad(): return fn(*a, **k)` then `return wrapper`; also a factory returning such
@@ -452,7 +479,7 @@ class SemanticModel:
                 return (mode[0], mode[1], True) if mode is not None else None
         return self._wrapper_mode(inner, inner_scope, False) if factory else None
 
-    def _yielded_in_mode(self, function: ast.FunctionDef, scope: Scope) -> Optional[tuple[str, Optional[bool], bool]]:
+    def _yielded_in_mode(self, function: ast.FunctionDef, scope: Scope) -> Optional[Mode]:
         """`@contextmanager def evaluating(m): ... with torch.no_grad(): yield m`: the body of
         `with evaluating(net):` runs while the generator is suspended at its `yield`, so in the mode
         every `yield` of it is in (None when they differ or one is outside every region)."""
@@ -470,7 +497,7 @@ class SemanticModel:
         found = modes.pop() if len(modes) == 1 else None
         return (found[0], found[1], False) if found else None
 
-    def _class_mode(self, cls: ast.ClassDef, scope: Scope) -> Optional[tuple[str, Optional[bool], bool]]:
+    def _class_mode(self, cls: ast.ClassDef, scope: Scope) -> Optional[Mode]:
         """(api, enabled, whether it also decorates) for the grad mode that entering an object of a
         class of this file sets, or None when it sets none we know of: that of the grad-mode class it
         extends (`class frozen(torch.no_grad)`), unless its own `__enter__` says otherwise, where the
@@ -517,7 +544,7 @@ class SemanticModel:
         return found
 
     def _made_mode(self, expr: ast.expr, scope: Scope,
-                   called: bool = True) -> Optional[tuple[str, Optional[bool], bool]]:
+                   called: bool = True) -> Optional[Mode]:
         """The grad mode a call (`called`) or a class sets when entered: `torch.no_grad()`,
         `torch.set_grad_enabled(False)`, `frozen()` for a class of this file (`_class_mode`); None
         for a mode a flag chooses."""
@@ -658,7 +685,7 @@ class SemanticModel:
 
     def _classify_candidates(self) -> None:
         """Resolve the candidates whose last name may be a grad-mode API: only those cost a lookup."""
-        words = self._with_aliases(torch_names.GRAD_MODE_WORDS)
+        words = self._with_aliases({*torch_names.GRAD_MODE_WORDS, *(name.rpartition(".")[2] for name in self.makers)})
         if self._classes:
             words = self._with_aliases(words | self._region_class_names(words))
         for expr, scope, owner, function, frame_node in self._candidates:

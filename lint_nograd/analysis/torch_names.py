@@ -99,6 +99,19 @@ def names_grad_disabling_api(data: bytes) -> bool:
     return any(word.encode() in data for word in GRAD_DISABLING_WORDS)
 
 
+# What a function or class making a grad mode when called is written with (`SemanticModel.region_makers`):
+# a context manager of contextlib or a class's `__enter__`, a decorator's wrapper, a function returning
+# `torch.no_grad()`, a class extending one
+_MAY_MAKE = re.compile(rb"contextmanager|__enter__|\bwraps\b|\breturn\s+[\w.]*\b(?:no_grad|inference_mode|set_grad_enabled|"
+                       rb"enable_grad)\s*\(|\bclass\s+\w+\s*\([^)]*\b(?:no_grad|inference_mode|set_grad_enabled|enable_grad)\b")
+
+
+def may_make_regions(data: bytes) -> bool:
+    """Whether a file naming a grad-mode API may define a function or class that makes a region
+    when another module calls it (`with utils.frozen():`): only those are parsed to find out."""
+    return _MAY_MAKE.search(data) is not None
+
+
 class Scan:
     """A file's text as the gate reads it: each family of words, and the words the file names
     a module of torch.func's with, looked for once."""
@@ -170,17 +183,24 @@ class TextIndex:
     backward: bool  # it may call backward (`.backward(`, or autograd's `grad` or `backward`)
     imports: tuple[str, ...]  # the modules its imports name, relative ones with their dots
     hooks: bool = False  # it may register a forward hook (on a model it is given, say)
+    # what it defines that makes a grad mode when called (`SemanticModel.region_makers`): (name, api,
+    # enabled, whether it also decorates) each; found by parsing, only where `may_make_regions` says
+    makers: tuple[tuple[str, str, Optional[bool], bool], ...] = ()
 
     def to_json(self) -> list:
-        return [self.regions, self.applies, self.backward, list(self.imports), self.hooks]
+        return [self.regions, self.applies, self.backward, list(self.imports), self.hooks, [list(m) for m in self.makers]]
 
     @classmethod
     def from_json(cls, data: list) -> "TextIndex":
-        regions, applies, backward, imports, hooks = data
-        if not all(isinstance(flag, bool) for flag in (regions, applies, backward, hooks)) or \
-                not all(isinstance(name, str) for name in imports):
+        if not isinstance(data, list):
             raise TypeError("not a text index")
-        return cls(regions, applies, backward, tuple(imports), hooks)
+        regions, applies, backward, imports, hooks, makers = data
+        if not all(isinstance(flag, bool) for flag in (regions, applies, backward, hooks)) or \
+                not all(isinstance(name, str) for name in imports) or not all(
+                    isinstance(m, list) and len(m) == 4 and isinstance(m[0], str) and isinstance(m[1], str)
+                    and m[2] in (True, False, None) and isinstance(m[3], bool) for m in makers):
+            raise TypeError("not a text index")
+        return cls(regions, applies, backward, tuple(imports), hooks, tuple(tuple(m) for m in makers))
 
 
 def _with_line_feeds(data: bytes) -> bytes:

@@ -30,6 +30,7 @@ import time
 from dataclasses import fields
 from pathlib import Path
 
+from lint_nograd.analysis.torch_names import TextIndex
 from lint_nograd.report.diagnostics import Diagnostic, Edit, Fix, Related
 from lint_nograd.report.registry import RULES, SEVERITIES
 from lint_nograd.run.files import shown_path
@@ -320,7 +321,7 @@ def _check_entries(entries: dict) -> None:
     """The shape of every entry (a summary's inside is checked when it is used)."""
     for entry in entries.values():
         if not (isinstance(entry, dict) and entry.keys() <= _ENTRY_KEYS
-                and _is_index(entry.get("index", [False, False, False, [], False]))
+                and ("index" not in entry or _is_index(entry["index"]))
                 and (entry.get("summary") is None or isinstance(entry["summary"], dict)
                      and entry["summary"].keys() >= _SUMMARY_KEYS)  # later fields are read when used
                 and all(isinstance(entry.get(key, {}), dict) for key in ("local", "finished", "mentions", "passes"))
@@ -331,9 +332,11 @@ def _check_entries(entries: dict) -> None:
 
 
 def _is_index(index: object) -> bool:
-    return (isinstance(index, list) and len(index) == 5 and all(isinstance(flag, bool) for flag in index[:3])
-            and isinstance(index[3], list) and all(isinstance(name, str) for name in index[3])
-            and isinstance(index[4], bool))
+    try:
+        TextIndex.from_json(index)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def _check_files(files: dict) -> None:

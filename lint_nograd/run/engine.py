@@ -20,7 +20,7 @@ from typing import Callable, Optional
 from lint_nograd import checks
 from lint_nograd.analysis import torch_names
 from lint_nograd.analysis.entry_points import DROPS
-from lint_nograd.analysis.model import SemanticModel
+from lint_nograd.analysis.model import Mode, SemanticModel
 from lint_nograd.analysis.releases import behaviour, default_target
 from lint_nograd.checks import backward_through_call, transform_through_call
 from lint_nograd.checks.finding import Finding, shorten
@@ -177,6 +177,9 @@ Reach = dict[str, dict[str, Reacher]]  # function of a module -> mode -> its fir
 
 # -- the stages of a project run: facts of each file, linked findings, finished findings -------------
 
+Makers = dict[str, Mode]  # the grad-mode makers a file imports, by the name it spells them with
+
+
 @dataclass
 class FileFacts:
     """What one file says by itself: the findings it shows alone, and its summary for the project."""
@@ -185,20 +188,32 @@ class FileFacts:
     summary: ModuleSummary | None  # None when the file does not parse
 
 
-def facts(data: bytes, display_path: str, codes: frozenset[str], torch_version: str | None = None) -> FileFacts:
-    """Parse a file and summarise it; `codes` are the local rules to check (none: only summarise)."""
+def facts(data: bytes, display_path: str, codes: frozenset[str], torch_version: str | None = None,
+          makers: Makers | None = None) -> FileFacts:
+    """Parse a file and summarise it; `codes` are the local rules to check (none: only summarise);
+    `makers`: the grad-mode makers it imports (`SemanticModel.makers`)."""
     if display_path.endswith(".ipynb"):
         try:
             notebook = Notebook.read(data)
         except NotebookError as error:
             return FileFacts([_parse_error(str(error), 1, 1, display_path)] if "NG000" in codes else [], None)
         source = notebook.source.encode()
-        found = facts(source, display_path + ".py", codes_to_check(source, codes), torch_version)
+        found = facts(source, display_path + ".py", codes_to_check(source, codes), torch_version, makers)
         return FileFacts([in_notebook(notebook, d, display_path) for d in found.local], found.summary)
-    return _facts(data, display_path, codes, torch_version)[0]
+    return _facts(data, display_path, codes, torch_version, makers)[0]
 
 
-def passes(data: bytes, display_path: str) -> dict:
+def region_makers(data: bytes) -> tuple[tuple[str, str, Optional[bool], bool], ...]:
+    """What a file defines that makes a grad mode when called (`SemanticModel.region_makers`), as the
+    text index keeps it; none when it cannot be read as Python."""
+    try:
+        parsed = parse(data)
+        return tuple((name, *mode) for name, mode in sorted(SemanticModel(parsed.tree, parsed.text).region_makers().items()))
+    except (ParseError, RecursionError):
+        return ()
+
+
+def passes(data: bytes, display_path: str, makers: Makers | None = None) -> dict:
     """What each call of a file's functions passes (`summary.passes_of`), as JSON: asked only for
     the modules a transform or tracer reaches, so not part of the summary. Empty when the file
     cannot be read as Python."""
@@ -209,15 +224,16 @@ def passes(data: bytes, display_path: str) -> dict:
             return {}
     try:
         parsed = parse(data)
-        return passes_to_json(summarise(SemanticModel(parsed.tree, parsed.text), parsed.lines, passes=True))
+        return passes_to_json(summarise(SemanticModel(parsed.tree, parsed.text, makers), parsed.lines, passes=True))
     except (ParseError, RecursionError):
         return {}
 
 
-def _facts(data: bytes, display_path: str, codes: frozenset[str], torch_version: str | None = None):
+def _facts(data: bytes, display_path: str, codes: frozenset[str], torch_version: str | None = None,
+           makers: Makers | None = None):
     try:
         parsed = parse(data)
-        model = SemanticModel(parsed.tree, parsed.text)
+        model = SemanticModel(parsed.tree, parsed.text, makers)
         summary = summarise(model, parsed.lines)
     except ParseError as error:
         return FileFacts([_parse_error(error.message, error.row, error.col, display_path)]
@@ -355,15 +371,15 @@ def _reacher_related(project: Project, finding: RegionFinding, here: str) -> tup
 
 
 def finish(data: bytes, display_path: str, codes: frozenset[str], found: list[Linked],
-           attach_fixes: AttachFixes | None = None) -> list[Diagnostic]:
+           attach_fixes: AttachFixes | None = None, makers: Makers | None = None) -> list[Diagnostic]:
     """The linked findings of a file with the fixes of fixable ones (or why there is none), and
     its suppressions applied; placed in their cells for a notebook."""
     if display_path.endswith(".ipynb"):
         return _in_cells(data, display_path, codes,
-                         lambda source: finish(source, display_path + ".py", codes, found, attach_fixes))
+                         lambda source: finish(source, display_path + ".py", codes, found, attach_fixes, makers))
     try:
         parsed = parse(data)
-        model = SemanticModel(parsed.tree, parsed.text)
+        model = SemanticModel(parsed.tree, parsed.text, makers)
     except (ParseError, RecursionError):
         return []  # changed since it was summarised; the next run sees it again
     return _finished(parsed, model, found, codes, attach_fixes)

@@ -88,6 +88,7 @@ class LastRun:
     findings: dict[str, list]  # path of a file given -> its finished findings
     statuses: dict[str, list] = field(default_factory=dict)  # path -> its status when the run began
     written: int = 0
+    makers: bool = False  # a module gave others a grad-mode maker (`give_makers`): what a change does is not told here
 
     @classmethod
     def of(cls, run: Run) -> "LastRun":
@@ -98,16 +99,19 @@ class LastRun:
             files[str(file.path)] = [file.content_key, _hash(file.index and file.index.to_json()), summary,
                                      {} if file.summarised else entry.get("mentions", {})]
         found = {str(path): [[index, asdict(d)] for index, d in linked] for path, linked in run.found.items() if linked}
-        return cls(files, found, {str(path): diagnostics_to_json(found) for path, found in run.findings.items()})
+        return cls(files, found, {str(path): diagnostics_to_json(found) for path, found in run.findings.items()},
+                   makers=any(file.makers for file in run.files.values()))
 
     def to_json(self, key: str, statuses: dict[Path, FileStatus]) -> dict:
         return {"key": key, "written": time.time_ns(), "files": self.files, "found": self.found,
-                "findings": self.findings, "statuses": {str(path): list(status) for path, status in statuses.items()}}
+                "findings": self.findings, "statuses": {str(path): list(status) for path, status in statuses.items()},
+                "makers": self.makers}
 
     @classmethod
     def from_json(cls, stored: dict) -> "LastRun":
-        last = cls(stored["files"], stored["found"], stored["findings"], stored["statuses"], stored["written"])
-        if not (isinstance(last.written, int) and all(isinstance(part, dict) for part in
+        last = cls(stored["files"], stored["found"], stored["findings"], stored["statuses"], stored["written"],
+                   stored["makers"])
+        if not (isinstance(last.written, int) and isinstance(last.makers, bool) and all(isinstance(part, dict) for part in
                                                         (last.files, last.found, last.findings, last.statuses))):
             raise TypeError("not a last run")
         return last
@@ -122,7 +126,7 @@ class LastRun:
         changed = [path for path, status in statuses.items()
                    if status is None or list(status) != self.statuses.get(str(path))
                    or status[0] + RACY_NS >= self.written]  # modified just before: it may have changed since
-        if len(changed) > _LAST_RUN_MAX_CHANGED:
+        if len(changed) > _LAST_RUN_MAX_CHANGED or changed and self.makers:
             return None
         shown = {**dict(project_files), **{job.path: job.display_path for job in jobs}}
         given = {job.path: job for job in jobs}
@@ -147,7 +151,7 @@ class LastRun:
         """Take in a file changed since: False when linking may read it differently. What is learned
         of its bytes (a cache entry) is added to `learned`."""
         from lint_nograd.analysis.torch_names import Scan
-        from lint_nograd.run.stages import code_of, facts_key, file_facts, finish_file, local_codes, mentions_any
+        from lint_nograd.run.stages import code_of, facts_key, file_facts, finish_file, index_of, local_codes, mentions_any
 
         key, index, summary, mentions = self.files[str(path)]
         try:
@@ -157,7 +161,7 @@ class LastRun:
         if content_key(data) == key:
             return True
         scan = Scan(code_of(data, shown))
-        key, entry = content_key(data), {"index": scan.index().to_json()}
+        key, entry = content_key(data), {"index": index_of(data, shown, scan).to_json()}
         learned.append((path, status, key, entry))
         if _hash(entry["index"]) != index:
             return False
@@ -181,7 +185,7 @@ class LastRun:
         linked = diagnostics_from_json([diagnostic for _, diagnostic in stored], shown)
         if linked is None:
             return False
-        finished, error = finish_file(path, shown, job, [(region, d) for (region, _), d in zip(stored, linked)],
+        finished, error = finish_file(path, shown, job, (), [(region, d) for (region, _), d in zip(stored, linked)],
                                       fixes) if linked else ([], None)
         if error is not None:
             return False

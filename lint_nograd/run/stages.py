@@ -83,10 +83,11 @@ class ProjectFile:
     facts: Optional[engine.FileFacts] = None
     summarised: bool = False  # its facts were asked for (they are None when it cannot be read)
     root: int = 0  # the index of the import root it is named from
+    makers: tuple = ()  # the grad-mode makers it imports from other modules (`engine.Makers`'s items)
 
     @property
     def task(self) -> tuple:
-        return self.path, self.shown, self.job
+        return self.path, self.shown, self.job, self.makers
 
 
 class Run:
@@ -121,8 +122,9 @@ class Run:
     def linked(self) -> Project:
         """Stages 1 to 3."""
         self.index()
-        self.summarise([f for f in self.files.values()
-                        if not f.summarised and (self.everything or self.worth_summarising(f))])
+        makers = self.give_makers()
+        self.summarise([f for f in self.files.values() if not f.summarised and (
+            self.everything or self.worth_summarising(f) or f.makers and f.job is not None or f.module in makers)])
         return self.link()
 
     # -- stage 1: the text index of every file -----------------------------------------------------
@@ -139,7 +141,7 @@ class Run:
             if file.job is not None:
                 self._take_facts(file)
         results = self.workers.map(read_file, [f.task for f in unknown],
-                                   lambda path, shown, job: (None, "", None, None, _stopped(shown)), CHUNK_FILES)
+                                   lambda path, shown, *rest: (None, "", None, None, _stopped(shown)), CHUNK_FILES)
         for file, (status, key, index, facts, error) in zip(unknown, results):
             if error is not None:
                 self._failed(file, error)
@@ -152,6 +154,54 @@ class Run:
                 self._store_facts(file, facts)
             elif file.job is not None:
                 self._take_facts(file)
+
+    def give_makers(self) -> set[str]:
+        """Give each file what it imports of the functions and classes of other modules that make
+        a grad mode when called (`with utils.frozen():`, `@utils.frozen`), so that its model sees
+        regions there as it sees those of its own makers. Its facts depend on them then: read again
+        (they were read with none when it was indexed), and kept in the cache under a key of both.
+        The modules defining those imported are returned: they are summarised too (a decorator's
+        wrapper calls what it decorates in its region)."""
+        defined = {f.module: f.index.makers for f in self.by_module.values() if f.index is not None and f.index.makers}
+        used: set[str] = set()
+        if not defined:
+            return used
+        for file in self.files.values():
+            table = self._makers_imported(file, defined, used)
+            if table:
+                file.makers, file.index = table, replace(file.index, regions=True)
+                file.content_key = f"{file.content_key}+{content_key(repr(table).encode())}"
+                file.facts, file.summarised = None, False
+                self._take_facts(file)
+        return used
+
+    def _makers_imported(self, file: ProjectFile, defined: dict[str, tuple], used: set[str]) -> tuple:
+        """(the name the file spells, api, enabled, whether it decorates) for each maker of `defined`
+        (by module) that an import of the file names and that the file spells: `.utils.frozen` for
+        `from .utils import frozen` or `from . import utils`, also through a package re-exporting it.
+        The modules of those are added to `used`."""
+        found: dict[str, tuple] = {}
+        modules: set[str] = set()
+        for spelled in file.index.imports if file.index is not None else ():
+            absolute = _absolute(file, spelled, self.by_module)
+            if not absolute:
+                continue
+            spelled += "" if spelled.endswith(".") else "."
+            for module, makers in defined.items():
+                if module == absolute:
+                    prefixes = [spelled]
+                elif module.startswith(absolute + ".") and module != file.module:  # (a package's re-export)
+                    prefixes = [spelled, f"{spelled}{module[len(absolute) + 1:]}."]
+                else:
+                    continue
+                found.update((prefix + name, tuple(mode)) for name, *mode in makers for prefix in prefixes)
+                modules.add(module)
+        names = sorted({name.rpartition(".")[2] for name in found})
+        key, spellings = "." + ",".join(names), [b"." + name.encode() for name in names]
+        if not found or not self._mentions(file, key, spellings):
+            return ()
+        used |= modules
+        return tuple(sorted(found.items()))
 
     def worth_summarising(self, file: ProjectFile) -> bool:
         """Whether a file may apply a transform or tracer to a function that leads to a region, or,
@@ -277,7 +327,7 @@ class Run:
                          key=_size, reverse=True)
         # the largest first, a few at a time: one file may take as long as a hundred others
         results = self.workers.map(summarise_file, [f.task for f in pending],
-                                   lambda path, shown, job: (None, _stopped(shown)), SUMMARY_CHUNK_FILES)
+                                   lambda path, shown, *rest: (None, _stopped(shown)), SUMMARY_CHUNK_FILES)
         for file, (facts, error) in zip(pending, results):
             if error is not None:
                 self._failed(file, error)
@@ -358,7 +408,7 @@ class Run:
                             and "summary" not in (self.cache.peek(self.by_module[m].content_key) or {})),
                            key=_size, reverse=True)
             results = self.workers.map(summarise_file, [f.task for f in files],
-                                       lambda path, shown, job: (None, _stopped(shown)), SUMMARY_CHUNK_FILES)
+                                       lambda path, shown, *rest: (None, _stopped(shown)), SUMMARY_CHUNK_FILES)
             summaries = []
             for file, (facts, error) in zip(files, results):
                 if error is None:  # else summarised again when asked for, and the error told then
@@ -386,7 +436,7 @@ class Run:
             except OSError:
                 return {}
             try:
-                cached["passes"] = engine.passes(data, file.shown)
+                cached["passes"] = engine.passes(data, file.shown, dict(file.makers))
             except Exception:  # a bug with one file must not stop the run: its calls vary everything
                 return {}
         try:
@@ -601,9 +651,9 @@ def _source(path: Path, job: Job | None) -> bytes:
     return job.data if job is not None and job.data is not None else read_regular_file(path)
 
 
-def read_file(path: Path, shown: str, job: Job | None):
+def read_file(path: Path, shown: str, job: Job | None, makers: tuple = ()):
     """(status, content key, text index, facts or None, error) of one file; the facts when the
-    file is given and some rule can apply to it by itself."""
+    file is given and some rule can apply to it by itself (with no makers: `give_makers` comes after)."""
     status = file_status(path) if job is None or job.data is None else None  # before reading: never newer
     try:
         data = _source(path, job)
@@ -613,7 +663,15 @@ def read_file(path: Path, shown: str, job: Job | None):
     key, facts, error = content_key(data), None, None
     if job is not None and (codes := local_codes(data, shown, job.codes, scan)) and not _known_facts(key, job):
         facts, error = _facts(data, shown, codes, job.release)
-    return status, key, scan.index().to_json(), facts, error
+    return status, key, index_of(data, shown, scan).to_json(), facts, error
+
+
+def index_of(data: bytes, shown: str, scan: torch_names.Scan) -> torch_names.TextIndex:
+    """A file's text index, with the grad-mode makers it defines for other modules to import."""
+    index = scan.index()
+    if scan.regions and not shown.endswith(".ipynb") and torch_names.may_make_regions(scan.data):
+        index = replace(index, makers=engine.region_makers(data))
+    return index
 
 
 _CACHE: list[Cache] = []  # the run's cache, which worker processes inherit when they are forked
@@ -625,18 +683,23 @@ def _known_facts(key: str, job: Job) -> bool:
     return isinstance(entry, dict) and "summary" in entry and facts_key(job) in entry.get("local", {})
 
 
-def summarise_file(path: Path, shown: str, job: Job | None):
+def summarise_file(path: Path, shown: str, job: Job | None, makers: tuple = ()):
     """(facts, error) of one file."""
     try:
         data = _source(path, job)
     except OSError as error:
         return None, f"cannot read {shown}: {error.strerror or error}"
-    return file_facts(data, shown, job)
+    return file_facts(data, shown, job, makers)
 
 
-def file_facts(data: bytes, shown: str, job: Job | None):
+def file_facts(data: bytes, shown: str, job: Job | None, makers: tuple = ()):
     """(facts, error) of a file's bytes: its summary, and its own findings when it is given."""
-    return _facts(data, shown, local_codes(data, shown, job.codes) if job else frozenset(), job.release if job else "")
+    codes = frozenset()
+    if job is not None:
+        scan = torch_names.Scan(code_of(data, shown))
+        scan.regions = scan.regions or bool(makers)  # a grad-mode maker it imports makes a region too
+        codes = local_codes(data, shown, job.codes, scan)
+    return _facts(data, shown, codes, job.release if job else "", makers)
 
 
 def local_codes(data: bytes, shown: str, codes: frozenset[str], scan: torch_names.Scan | None = None) -> frozenset[str]:
@@ -644,16 +707,16 @@ def local_codes(data: bytes, shown: str, codes: frozenset[str], scan: torch_name
     return codes if shown.endswith(".ipynb") else engine.codes_to_check(data, codes, scan)
 
 
-def _facts(data: bytes, shown: str, codes: frozenset[str], torch_version: str):
+def _facts(data: bytes, shown: str, codes: frozenset[str], torch_version: str, makers: tuple = ()):
     """(facts, error) of a file's bytes, with its own findings of `codes` (gated already)."""
     try:
-        found = engine.facts(data, shown, codes, torch_version=torch_version or None)
+        found = engine.facts(data, shown, codes, torch_version=torch_version or None, makers=dict(makers))
     except Exception as error:  # a bug with one file must not stop the others
         return None, f"failed to check {shown}: internal error: {type(error).__name__}: {error}"
     return (diagnostics_to_json(found.local), found.summary.to_json() if found.summary else None), None
 
 
-def finish_file(path: Path, shown: str, job: Job, found: list, fixes: Fixes | None):
+def finish_file(path: Path, shown: str, job: Job, makers: tuple, found: list, fixes: Fixes | None):
     """(finished findings, error) of one file."""
     try:
         data = _source(path, job)
@@ -661,6 +724,6 @@ def finish_file(path: Path, shown: str, job: Job, found: list, fixes: Fixes | No
         return None, f"cannot read {shown}: {error.strerror or error}"
     try:
         attach_fixes = fixes.attach_fixes if fixes is not None else None
-        return diagnostics_to_json(engine.finish(data, shown, job.codes, found, attach_fixes)), None
+        return diagnostics_to_json(engine.finish(data, shown, job.codes, found, attach_fixes, dict(makers))), None
     except Exception as error:  # a bug with one file must not stop the others
         return None, f"failed to check {shown}: internal error: {type(error).__name__}: {error}"
