@@ -314,6 +314,7 @@ class SemanticModel:
         self._classes: list[tuple[ast.ClassDef, Scope]] = []  # every class, for those entering regions
         # `_class_mode`, `_mode_made_by`: of the classes and the functions looked at
         self._class_modes: dict[ast.AST, Optional[Mode]] = {}
+        self._pure: dict[ast.AST, bool] = {}  # `computes_from_parameters`, of the functions looked at
         # `loss`, `Net.forward`, `outer.<locals>.inner` (Python's __qualname__; `f#2` for a second `f`)
         self.qualified_name: dict[ast.AST, str] = {}
         self.returns: dict[ast.AST, list[Optional[GradModeChange]]] = {}  # per walked function: graphless returns
@@ -442,6 +443,41 @@ class SemanticModel:
         found = self._class_modes[node] = returned.pop() if len(returned) == 1 else None
         return found
 
+    def computes_from_parameters(self, name: ast.Name, scope: Scope) -> bool:
+        """Whether `name` is a function of this file whose body only binds names and returns values
+        computed from its parameters by torch's functions, arithmetic and tensor methods (`def
+        logp(x): return -(x ** 2).sum()`): its result has a graph exactly when an argument has one.
+        Anything else (a decorator, a `with`, a branch, a name of another scope, a call of another
+        function) and it is not known."""
+        binding = self.scopes.only_binding(name, scope)
+        node = binding.node if binding is not None else None
+        if type(node) is not ast.FunctionDef or node.decorator_list:
+            return False
+        if node not in self._pure:
+            self._pure[node] = False  # (a function calling itself is not known)
+            self._pure[node] = self._from_parameters(node, self.scopes.of.get(node, binding.scope))
+        return self._pure[node]
+
+    def _from_parameters(self, function: ast.FunctionDef, scope: Scope) -> bool:
+        arguments = function.args
+        known = {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)}
+        is_torch = lambda func: is_torch_operation(self.qualified_names(func, scope)) or \
+            type(func) is ast.Name and self.computes_from_parameters(func, scope)
+        body = [statement for statement in function.body if not _is_docstring(statement)]
+        for statement in body:
+            kind = type(statement)
+            value = statement.value if kind in (ast.Assign, ast.AugAssign, ast.Return) else None
+            sources = graph_sources(value, is_torch, lambda name: True) if value is not None else None
+            if sources is None or not all(type(source) is ast.Name and source.id in known for source in sources):
+                return False
+            if kind is ast.Assign:  # `x, y = z[..., 0], z[..., 1]`: each name computed from them
+                if not all(type(target) in (ast.Name, ast.Tuple, ast.List) for target in statement.targets):
+                    return False
+                known.update(name for target in statement.targets for name in _assigned_names(target))
+            elif kind is ast.AugAssign and (type(statement.target) is not ast.Name or statement.target.id not in known):
+                return False
+        return bool(body) and type(body[-1]) is ast.Return
+
     def region_makers(self) -> dict[str, Mode]:
         """The functions and classes this module defines at its top level that make a grad mode
         when called or entered (`with frozen():`, `@frozen`), by name: what modules importing them
@@ -460,23 +496,34 @@ class SemanticModel:
         """The mode a decorator of this file runs the function it decorates in, when it returns a
         wrapper doing nothing else: `def without_autograd(fn): @wraps(fn) def wrapper(*a, **k): with
         torch.no_grad(): return fn(*a, **k)` then `return wrapper`; also a factory returning such
-        a decorator (`@frozen()`)."""
+        a decorator (`@frozen()`). The wrapper may be decorated instead (`@torch.no_grad()` on it), and
+        the decorator may return the call form (`return torch.inference_mode()(fn)`)."""
         returned = [node.value for node in _returns(function.body)]
-        if len(returned) != 1 or type(returned[0]) is not ast.Name:
+        given = [arg.arg for arg in function.args.args]
+        if len(returned) != 1:
             return None
+        value = returned[0]
+        if type(value) is ast.Call and type(value.func) is ast.Call and not value.keywords and \
+                [type(arg) is ast.Name and arg.id for arg in value.args] == given:  # `torch.no_grad()(fn)`
+            mode = self._made_mode(value.func, scope)
+            return (mode[0], mode[1], True) if mode is not None else None
         inner = next((statement for statement in function.body if type(statement) is ast.FunctionDef
-                      and statement.name == returned[0].id), None)
+                      and type(value) is ast.Name and statement.name == value.id), None)
         if inner is None:
             return None
         inner_scope = self.scopes.of.get(inner, scope)
         body = [statement for statement in inner.body if not _is_docstring(statement)]
-        given = [arg.arg for arg in function.args.args]
+        calls_given = lambda statement: type(statement) is ast.Return and type(statement.value) is ast.Call \
+            and type(statement.value.func) is ast.Name and statement.value.func.id == given[0]
         if len(given) == 1 and len(body) == 1 and type(body[0]) is ast.With and len(body[0].items) == 1 \
-                and len(body[0].body) == 1 and type(body[0].body[0]) is ast.Return:
-            call = body[0].body[0].value
-            if type(call) is ast.Call and type(call.func) is ast.Name and call.func.id == given[0]:
-                mode = self._made_mode(body[0].items[0].context_expr, inner_scope)
-                return (mode[0], mode[1], True) if mode is not None else None
+                and len(body[0].body) == 1 and calls_given(body[0].body[0]):
+            mode = self._made_mode(body[0].items[0].context_expr, inner_scope)
+            return (mode[0], mode[1], True) if mode is not None else None
+        if len(given) == 1 and len(body) == 1 and calls_given(body[0]):
+            for decorator in inner.decorator_list:
+                mode = self._made_mode(decorator, scope, called=type(decorator) is ast.Call)
+                if mode is not None:
+                    return mode[0], mode[1], True
         return self._wrapper_mode(inner, inner_scope, False) if factory else None
 
     def _yielded_in_mode(self, function: ast.FunctionDef, scope: Scope) -> Optional[Mode]:
@@ -947,7 +994,7 @@ class _FrameWalker(TableVisitor):
         """The region in which `value` is computed here, if it certainly gets no graph."""
         state = self._frame.state
         region = state.inference_region if state.inference else state.grad_region
-        return region if state.graph_recorded is False and region is not None and _is_operation(value) else None
+        return region if state.graph_recorded is False and region is not None and is_operation(value) else None
 
     def _assign(self, statement: ast.stmt, targets: list[ast.expr], value: ast.expr | None) -> None:
         region = self._region_computing(value)
@@ -1020,7 +1067,7 @@ class _FrameWalker(TableVisitor):
         `no_grad`, it has no graph, whatever its inputs have."""
         state = self._frame.state
         return self._follows_caller_mode and state.inference is None and state.grad_enabled is not False \
-            and _is_operation(value) and graph_sources(value, self._is_torch, lambda name: True) is not None
+            and is_operation(value) and graph_sources(value, self._is_torch, lambda name: True) is not None
 
     def _in_caller_mode(self, name: ast.Name) -> bool:
         """Whether a name holds a value computed here where the caller's mode holds (`in_caller_mode`)."""
@@ -1086,7 +1133,10 @@ class _FrameWalker(TableVisitor):
         return value is not None and blocks[:len(value.blocks)] == value.blocks
 
     def _is_torch(self, func: ast.expr) -> bool:
-        return is_torch_operation(self.qualified_names(func))
+        """A callee that computes from its arguments alone: one of torch's functions, or a function of
+        this file that only does what they do with its parameters (`computes_from_parameters`)."""
+        return is_torch_operation(self.qualified_names(func)) or \
+            type(func) is ast.Name and self.model.computes_from_parameters(func, self._scope)
 
     def _check_backward(self, call: ast.Call) -> None:
         func = call.func
@@ -1491,18 +1541,31 @@ def _literal_mode(call: ast.Call | None, keyword: str, default: bool) -> Optiona
     return _UNKNOWN
 
 
-def _is_operation(value: ast.expr | None) -> bool:
+def is_operation(value: ast.expr | None) -> bool:
     """Whether `value` computes something (and so has no graph under no_grad), not just reads it: a
     comprehension too, whose every element is computed so (`[model(x).mean() for x in batches]`)."""
     if isinstance(value, (ast.BinOp, ast.UnaryOp)):
         return True
     if isinstance(value, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
-        return _is_operation(value.elt)
+        return is_operation(value.elt)
     if isinstance(value, ast.Call):
         func = value.func
         name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
         return name not in _NOT_OPERATIONS
+    if isinstance(value, ast.Subscript):  # `model(x)[0]`: an element of what an operation computed
+        return is_operation(value.value)
+    if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Call):
+        # a field of what an operation returns (`out.max(-1).values`, `model(x).logits`), not an
+        # attribute of an object a call hands back (`get_layer(model).weight`, a parameter)
+        func = value.value.func
+        return (value.attr in _RESULT_FIELDS or type(func) is ast.Attribute and _tensor_method(func.attr)) \
+            and is_operation(value.value)
     return False
+
+
+# fields of what torch's operations (torch.return_types) and models' forward passes return
+_RESULT_FIELDS = frozenset({"values", "indices", "logits", "loss", "last_hidden_state", "hidden_states",
+                            "pooler_output", "sample", "prev_sample", "pred_original_sample"})
 
 
 def _assigned_names(target: ast.expr) -> list[str]:

@@ -40,6 +40,7 @@ from lint_nograd.analysis.model import (
     TableVisitor,
     graph_sources,
     inside_comprehension,
+    is_operation,
     is_torch_operation,
     word_offsets,
 )
@@ -1740,6 +1741,25 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             self.functions[name].region_calls.append(RegionCall(callees, api, inference, span, _short(span), region))
         self._returned(name, tuple([("call", ref) for ref in targets]))
         self._wrapped.append(Region(name, api, inference, region))
+        if targets and all(ref[0] == "fn" and self._keeps_grad_off(ref[1]) for ref in targets):
+            # what it returns is computed in its region (NG003: `Project.graphless_callee`)
+            self.functions[name].returns_region, self.functions[name].returns_api = region, api
+
+    def _keeps_grad_off(self, function: str) -> bool:
+        """Whether a function of this file, run in a region, returns only what it computes there: each
+        `return` an operation (`torch.stack(ys)`, not a parameter handed back), and no API that turns
+        grad mode back on (`enable_grad`, `set_grad_enabled`) nor a function of its own in it."""
+        node = next((node for node, name in self.model.qualified_name.items() if name == function), None)
+        if type(node) is not ast.FunctionDef:
+            return False
+        for inner in ast.walk(node):
+            if type(inner) in (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda) and inner is not node \
+                    or type(inner) is ast.Name and inner.id in _TURNS_GRAD_ON \
+                    or type(inner) is ast.Attribute and inner.attr in _TURNS_GRAD_ON \
+                    or type(inner) is ast.Return and not is_operation(inner.value) \
+                    or type(inner) in (ast.Yield, ast.YieldFrom):
+                return False
+        return True
 
     def _builtin(self, func: ast.expr, scope: Scope) -> frozenset[str]:
         """`builtins.map` for `map`, when no binding of the file shadows it (only the builtins the
@@ -1953,6 +1973,7 @@ _BUILTIN_CONTAINERS = {"list": "container", "tuple": "container", "dict": "mappi
 _ORDERED_DICT = frozenset({"collections.OrderedDict"})
 _GETS = frozenset({"get", "pop", "setdefault"})  # methods of a dict that return one of its values
 _WRAPPER_PREFIXES = ("<no_grad>@", "<inference_mode>@", "<set_grad_enabled>@")
+_TURNS_GRAD_ON = frozenset({"enable_grad", "set_grad_enabled"})
 
 
 def _wrapper_name(call: ast.Call, api: str) -> str:
