@@ -367,9 +367,14 @@ class SemanticModel:
         if api_name is None:  # `with frozen():`, `@frozen()`, `frozen` a class or function of this file
             mode = self._mode_made_by(target, scope)
             # a decorator, only of a class that sets the mode as its grad-mode base does (not in `__enter__`)
-            if mode is None or not entered and (isinstance(owner, ast.Expr) or not mode[2]):
+            if mode is None or not entered and (isinstance(owner, ast.Expr) or not mode[2] or len(mode) > 3):
                 return None
             api_name, enabled, entered_by = mode[0], mode[1], _last_name(target)
+            if len(mode) > 3:  # `with no_grad_if(cfg.freeze):`: entered on the value of an argument
+                when = _flagged_when(call, *mode[3])
+                if when is None:
+                    return None
+                enabled = False if not when and enabled is _UNKNOWN else enabled  # (`grad_enabled(False)`)
         elif not entered and isinstance(owner, ast.Expr) and api_name != "set_grad_enabled":
             return None  # of the four, only set_grad_enabled acts when merely called
         else:
@@ -478,6 +483,11 @@ class SemanticModel:
                 return False
         return bool(body) and type(body[-1]) is ast.Return
 
+    def makes_grad_mode(self, function: ast.AST) -> bool:
+        """Whether a function of this file makes a grad mode when called or entered (`_mode_made_by`)."""
+        inner = self.scopes.of.get(function)
+        return inner is not None and inner.parent is not None and self._mode_defined(function, inner.parent) is not None
+
     def region_makers(self) -> dict[str, Mode]:
         """The functions and classes this module defines at its top level that make a grad mode
         when called or entered (`with frozen():`, `@frozen`), by name: what modules importing them
@@ -529,20 +539,41 @@ class SemanticModel:
     def _yielded_in_mode(self, function: ast.FunctionDef, scope: Scope) -> Optional[Mode]:
         """`@contextmanager def evaluating(m): ... with torch.no_grad(): yield m`: the body of
         `with evaluating(net):` runs while the generator is suspended at its `yield`, so in the mode
-        every `yield` of it is in (None when they differ or one is outside every region)."""
-        modes: set = set()
-        todo: list[tuple[ast.AST, Optional[tuple]]] = [(statement, None) for statement in function.body]
+        every `yield` of it is in (None when they differ or one is outside every region). A mode
+        entered on the value of a parameter (`if flag: with torch.no_grad(): yield`, else `yield`;
+        `with torch.set_grad_enabled(enabled): yield`) is one more element: (its position, its
+        name, the value that enters it), which each `with` using it reads in its arguments."""
+        params = [arg.arg for arg in (*function.args.posonlyargs, *function.args.args)]
+        found: set = set()  # (mode, condition): None, or (parameter, value), or () when it is not one test
+        todo: list[tuple[ast.AST, Optional[tuple], Optional[tuple]]] = [(s, None, None) for s in function.body]
         while todo:
-            node, mode = todo.pop()
+            node, mode, condition = todo.pop()
             if isinstance(node, (ast.Yield, ast.YieldFrom)):
-                modes.add(mode)
+                found.add((mode, condition))
             if isinstance(node, (ast.With, ast.AsyncWith)):
                 for item in node.items:
-                    mode = self._made_mode(item.context_expr, scope) or mode
-            if not isinstance(node, (*FUNCTION_NODES, ast.ClassDef)):
-                todo.extend((child, mode) for child in ast.iter_child_nodes(node))
-        found = modes.pop() if len(modes) == 1 else None
-        return (found[0], found[1], False) if found else None
+                    made = self._made_mode(item.context_expr, scope)
+                    flag = _parameter_test(item.context_expr.args[0], params) if made is None and \
+                        self._sets_grad_mode_by_argument(item.context_expr, scope) else None
+                    if flag is not None:  # `torch.set_grad_enabled(enabled)`: off when `enabled` is False
+                        made, condition = ("set_grad_enabled", _UNKNOWN, False), (flag[0], not flag[1]) \
+                            if condition is None else ()
+                    mode = made or mode
+            if type(node) is ast.If and (flag := _parameter_test(node.test, params)) is not None:
+                todo.extend((child, mode, (flag[0], flag[1]) if condition is None else ()) for child in node.body)
+                todo.extend((child, mode, (flag[0], not flag[1]) if condition is None else ()) for child in node.orelse)
+            elif not isinstance(node, (*FUNCTION_NODES, ast.ClassDef)):
+                todo.extend((child, mode, condition) for child in ast.iter_child_nodes(node))
+        entered = {(mode, condition) for mode, condition in found if mode is not None}
+        if len(entered) != 1:
+            return None
+        (mode, condition), = entered
+        others = {condition for mode, condition in found if mode is None}
+        if condition is None:
+            return (mode[0], mode[1], False) if not others else None
+        if not condition or not all(other and other == (condition[0], not condition[1]) for other in others):
+            return None
+        return mode[0], mode[1], False, (params.index(condition[0]), condition[0], condition[1])
 
     def _class_mode(self, cls: ast.ClassDef, scope: Scope) -> Optional[Mode]:
         """(api, enabled, whether it also decorates) for the grad mode that entering an object of a
@@ -603,13 +634,22 @@ class SemanticModel:
             return None
         api = _api_named(self.scopes.qualified_names(expr, scope))
         if api is None:
-            return self._mode_made_by(expr, scope)
+            mode = self._mode_made_by(expr, scope)
+            if mode is not None and len(mode) > 3:  # entered on an argument's value: only a literal tells
+                return (mode[0], False if mode[1] is _UNKNOWN else mode[1], mode[2]) \
+                    if _flagged_when(call if called else None, *mode[3]) == "" else None
+            return mode
         if api in ("set_grad_enabled", "inference_mode"):
             if not called:  # extending one: the mode its `__init__` is given, not followed
                 return None if api == "set_grad_enabled" else (api, True, True)
             enabled = _literal_mode(call, keyword="mode", default=api == "inference_mode")
             return None if enabled is _UNKNOWN else (api, enabled, True)
         return api, api == "enable_grad", True
+
+    def _sets_grad_mode_by_argument(self, expr: ast.expr, scope: Scope) -> bool:
+        """`torch.set_grad_enabled(enabled)`, its one argument not a literal."""
+        return type(expr) is ast.Call and len(expr.args) == 1 and not expr.keywords \
+            and _api_named(self.qualified_names(expr.func, scope)) == "set_grad_enabled"
 
     def _region_object(self, expr: ast.expr, scope: Scope) -> tuple[ast.Call | None, Scope]:
         """The call that made the object a `with` item names: `frozen = torch.no_grad()`, or
@@ -1516,6 +1556,27 @@ def _enables_grad(call: ast.Call) -> bool:
     """`enable_grad()`, `set_grad_enabled(True)`: a call that turns grad mode on."""
     name = _last_name(call.func)
     return name == "enable_grad" or name == "set_grad_enabled" and _literal_mode(call, "mode", False) is True
+
+
+def _parameter_test(test: ast.expr, params: list[str]) -> Optional[tuple[str, bool]]:
+    """(parameter, the value it has where the test holds) for `flag` or `not flag`, a parameter."""
+    value = True
+    while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, value = test.operand, not value
+    return (test.id, value) if isinstance(test, ast.Name) and test.id in params else None
+
+
+def _flagged_when(call: ast.Call | None, position: int, name: str, value: bool) -> Optional[str]:
+    """When a mode entered on the value of a parameter is entered by this call: always ("" when its
+    argument is that literal), never (None: another literal, or not given), or when the argument
+    has that value ("`cfg.freeze` is True")."""
+    if call is None or any(type(arg) is ast.Starred for arg in call.args):
+        return None
+    given = call.args[position] if position < len(call.args) else \
+        next((k.value for k in call.keywords if k.arg == name), None)
+    if isinstance(given, ast.Constant) and type(given.value) is bool:
+        return "" if given.value is value else None
+    return _when(given, value) if given is not None else None
 
 
 def _when(flag: ast.expr, value: bool) -> str:

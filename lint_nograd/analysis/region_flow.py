@@ -47,6 +47,9 @@ from lint_nograd.analysis.scopes import FUNCTION_NODES, Scope, child_nodes, walk
 
 ENABLE_GRAD = "enable_grad"
 NO_DERIVATIVE = "no_derivative"  # what leaves it carries no derivative: `idx = d.argmin(-1)`
+# the `yield` of a grad-mode maker (`@contextmanager def frozen(): with torch.no_grad(): yield`): what
+# runs in it is the body of each `with frozen():`, a region of its own, reported there
+MAKES_REGIONS = "makes_regions"
 # what `inputs` names for the module's own parameters, buffers and torch submodules (`self.weight`):
 # constants under a transform of the module's call, varied under `functional_call` and tracers
 STATE = "<state>"
@@ -82,6 +85,9 @@ def flow_of(model: SemanticModel, region: GradModeChange) -> Flow:
         return Flow()
     if enables_grad_throughout(model, region):
         return Flow(inert=ENABLE_GRAD)
+    if any(isinstance(node, (ast.Yield, ast.YieldFrom)) for statement in region.owner.body for node in walk(statement)) \
+            and model.makes_grad_mode(region.function):
+        return Flow(inert=MAKES_REGIONS)
     scope = model.scopes.of.get(region.function)
     if scope is None:
         return Flow()

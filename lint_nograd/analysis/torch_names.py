@@ -184,11 +184,13 @@ class TextIndex:
     imports: tuple[str, ...]  # the modules its imports name, relative ones with their dots
     hooks: bool = False  # it may register a forward hook (on a model it is given, say)
     # what it defines that makes a grad mode when called (`SemanticModel.region_makers`): (name, api,
-    # enabled, whether it also decorates) each; found by parsing, only where `may_make_regions` says
-    makers: tuple[tuple[str, str, Optional[bool], bool], ...] = ()
+    # enabled, whether it also decorates[, the argument entering it]) each; found by parsing, only
+    # where `may_make_regions` says
+    makers: tuple[tuple, ...] = ()
 
     def to_json(self) -> list:
-        return [self.regions, self.applies, self.backward, list(self.imports), self.hooks, [list(m) for m in self.makers]]
+        return [self.regions, self.applies, self.backward, list(self.imports), self.hooks,
+                [[*m[:4], list(m[4])] if len(m) == 5 else list(m) for m in self.makers]]
 
     @classmethod
     def from_json(cls, data: list) -> "TextIndex":
@@ -196,11 +198,18 @@ class TextIndex:
             raise TypeError("not a text index")
         regions, applies, backward, imports, hooks, makers = data
         if not all(isinstance(flag, bool) for flag in (regions, applies, backward, hooks)) or \
-                not all(isinstance(name, str) for name in imports) or not all(
-                    isinstance(m, list) and len(m) == 4 and isinstance(m[0], str) and isinstance(m[1], str)
-                    and m[2] in (True, False, None) and isinstance(m[3], bool) for m in makers):
+                not all(isinstance(name, str) for name in imports) or not all(map(_is_maker, makers)):
             raise TypeError("not a text index")
-        return cls(regions, applies, backward, tuple(imports), hooks, tuple(tuple(m) for m in makers))
+        return cls(regions, applies, backward, tuple(imports), hooks,
+                   tuple((*m[:4], tuple(m[4])) if len(m) == 5 else tuple(m) for m in makers))
+
+
+def _is_maker(maker: object) -> bool:
+    """[name, api, enabled, decorates] or, entered on an argument, [..., [position, name, value]]."""
+    return isinstance(maker, list) and len(maker) in (4, 5) and isinstance(maker[0], str) \
+        and isinstance(maker[1], str) and maker[2] in (True, False, None) and isinstance(maker[3], bool) and (
+            len(maker) == 4 or isinstance(maker[4], list) and len(maker[4]) == 3 and type(maker[4][0]) is int
+            and isinstance(maker[4][1], str) and isinstance(maker[4][2], bool))
 
 
 def _with_line_feeds(data: bytes) -> bytes:
