@@ -847,7 +847,10 @@ class Project:
         owner = function.rpartition(".")[0]
         position = self._field_position(module, owner, parameter) if function.endswith(".__init__") else None
         found: list[Value] = []
-        for caller, site in self._sites_named(called_as(function) or _last_name(("fn", function))):
+        names = [called_as(function) or _last_name(("fn", function))]
+        if function.endswith(".__init__"):  # `Euler(f, dt)` runs the `__init__` it inherits
+            names += self._inheriting(module, owner, "__init__")
+        for caller, site in (found_site for name in names for found_site in self._sites_named(name)):
             for callee, bound, refs in self._helpers(caller, site):
                 if callee[1] == module and callee[2] == function and bound == parameter:
                     found += self._values(caller, refs)
@@ -881,6 +884,19 @@ class Project:
                 self._wanted_keys.add(found)
                 self._wanted[found[:2]] = None
                 todo += self._needs.get(found, ())
+
+    def _inheriting(self, module: str, cls: str, method: str) -> list[str]:
+        """The names of the subclasses of a class, at any depth, that define no `method` of their own
+        (nor does a class between): calling them runs the class's (a few: as `_overrides`)."""
+        found, todo, seen = [], [(module, cls)], {(module, cls)}
+        while todo and len(found) <= _MAX_OVERRIDES:
+            for sub in self._subclasses(*todo.pop()):
+                summary = self.summary(sub[0])
+                if sub not in seen and summary is not None and f"{sub[1]}.{method}" not in summary.functions:
+                    seen.add(sub)
+                    found.append(sub[1].rpartition(".")[2])
+                    todo.append(sub)
+        return found
 
     def _field_position(self, module: str, cls: str, field: str) -> Optional[int]:
         """Where a field of a dataclass is among the parameters of the `__init__` it makes (its
@@ -1028,6 +1044,10 @@ class Project:
         elif kind == "B" and value[1][0] == "P":  # a parameter held by what outlives the call (a hook
             for passed in self.passed(*value[1][1:]):  # `hooked(hook)` registers on the model it
                 yield from self.runs(passed)  # returns): what any call passes to it
+        elif kind == "P" and value[2].endswith(".__init__"):  # `self.force_fn = force_fn`: what the object
+            passed = self.passed(*value[1:])  # holds is what its constructions give, when they all give
+            if len(passed) == 1:  # the same (which object a call is made on is not told apart)
+                yield from self.runs(passed[0])
         elif kind in ("W", "B", "K"):  # calling `nn.Sequential(...)` runs each module it holds
             yield from self.runs(value[1])
 
@@ -1142,9 +1162,9 @@ class Project:
             self._seed_typed_by_use(module)
         self._propagate()
         for module in modules:  # what objects a region's calls run on (`self.residual.pde_residual(z)`):
-            for function in self.summary(module).functions.values():  # their makers' callers wanted
+            for name, function in self.summary(module).functions.items():  # their makers' callers wanted
                 for call in function.region_calls:
-                    self._mode_callees(module, call.callees)
+                    self._mode_callees(module, call.callees, (module, name))
 
     def modules_to_look_into(self, module: str, summary: ModuleSummary) -> set[str]:
         """The modules linking is likely to look into from `module`: those of what its transforms
@@ -1945,11 +1965,11 @@ class Project:
         chain of calls in any module (a callee that turns grad mode back on keeps inference mode)."""
         summary = self.summary(module)
         found: list[RunInRegion] = []
-        for function in summary.functions.values() if summary else ():
+        for name, function in summary.functions.items() if summary else ():
             for call in function.region_calls:
                 seen = set()
-                receivers: dict = {}
-                for callee in self._mode_callees(module, call.callees, receivers=receivers):
+                receivers: dict = {}  # (in a method: `self.step(x)` runs a subclass's too)
+                for callee in self._mode_callees(module, call.callees, (module, name), receivers=receivers):
                     for where, applied, chain in self._applied_in_mode((callee[1], callee[2]), call.inference,
                                                                        objects=receivers.get(callee)):
                         if (where, applied.span) not in seen:
