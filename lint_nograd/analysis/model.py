@@ -197,6 +197,7 @@ class Frame:
     # the names computed by an operation where the caller's mode holds: (under `enable_grad()`, blocks)
     in_caller_mode: dict[str, tuple[bool, tuple[int, ...]]] = field(default_factory=dict)
     stacks: list[tuple[int, int]] = field(default_factory=list)  # for each ExitStack open: len(states), len(blocks)
+    conditions: int = 0  # the branches of `if`/`while`/`match`/`except` we are inside (a loop's body is none)
 
     def push(self, change: GradModeChange | None) -> None:
         self.states.append(self.state)
@@ -933,9 +934,11 @@ class _FrameWalker(TableVisitor):
     def qualified_names(self, expr: ast.expr) -> frozenset[str]:
         return self.scopes.qualified_names(expr, self._scope)
 
-    def _branch(self, statements: list[ast.stmt]) -> None:
+    def _branch(self, statements: list[ast.stmt], condition: bool = True) -> None:
         self._frame.blocks.append(next(self._branch_ids))
+        self._frame.conditions += condition
         self._visit_all(statements)
+        self._frame.conditions -= condition
         self._frame.blocks.pop()
 
     # -- nested scopes: their bodies run later, or are walked as frames of their own -----------
@@ -1005,10 +1008,10 @@ class _FrameWalker(TableVisitor):
         change = self.model.change_at(node)  # a generator suspended in a region runs the body in it
         if change:
             self._frame.push(change)
-        self._branch(node.body)
+        self._branch(node.body, condition=False)
         if change:
             self._frame.pop()  # exhausted (or closed by `break`): the generator has left its region
-        self._branch(node.orelse)
+        self._branch(node.orelse, condition=False)
 
     visit_AsyncFor = visit_For
 
@@ -1190,7 +1193,9 @@ class _FrameWalker(TableVisitor):
             outputs = [func.value]
         else:
             return
-        for output in outputs:  # computed here, in the caller's mode: a caller's region leaves no graph
+        # computed here, in the caller's mode: a caller's region leaves no graph (a backward under a
+        # condition, `if self.mode == TRAIN: loss.backward()`, may be one the caller's region never runs)
+        for output in outputs if not self._frame.conditions else ():
             if self._computed_in_caller_mode(output):  # `torch.autograd.grad((x ** 2).sum(), x)`
                 self.model.caller_mode_backwards.append(BackwardInCallerMode(
                     call, self._frame.function, self._frame.state.grad_enabled is True))
