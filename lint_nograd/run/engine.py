@@ -186,12 +186,14 @@ class FileFacts:
 
     local: list[Diagnostic]  # with suppressions applied; in cells, for a notebook
     summary: ModuleSummary | None  # None when the file does not parse
+    makers: tuple = ()  # what it defines that makes a grad mode (`region_makers`), when asked for
 
 
 def facts(data: bytes, display_path: str, codes: frozenset[str], torch_version: str | None = None,
-          makers: Makers | None = None) -> FileFacts:
+          makers: Makers | None = None, find_makers: bool = False) -> FileFacts:
     """Parse a file and summarise it; `codes` are the local rules to check (none: only summarise);
-    `makers`: the grad-mode makers it imports (`SemanticModel.makers`)."""
+    `makers`: the grad-mode makers it imports (`SemanticModel.makers`); `find_makers`: find those it
+    defines too (`region_makers`)."""
     if display_path.endswith(".ipynb"):
         try:
             notebook = Notebook.read(data)
@@ -200,17 +202,22 @@ def facts(data: bytes, display_path: str, codes: frozenset[str], torch_version: 
         source = notebook.source.encode()
         found = facts(source, display_path + ".py", codes_to_check(source, codes), torch_version, makers)
         return FileFacts([in_notebook(notebook, d, display_path) for d in found.local], found.summary)
-    return _facts(data, display_path, codes, torch_version, makers)[0]
+    found, _, model = _facts(data, display_path, codes, torch_version, makers)
+    return replace(found, makers=_makers_of(model)) if find_makers and model is not None else found
 
 
-def region_makers(data: bytes) -> tuple[tuple[str, str, Optional[bool], bool], ...]:
+def region_makers(data: bytes) -> tuple[tuple, ...]:
     """What a file defines that makes a grad mode when called (`SemanticModel.region_makers`), as the
     text index keeps it; none when it cannot be read as Python."""
     try:
         parsed = parse(data)
-        return tuple((name, *mode) for name, mode in sorted(SemanticModel(parsed.tree, parsed.text).region_makers().items()))
+        return _makers_of(SemanticModel(parsed.tree, parsed.text))
     except (ParseError, RecursionError):
         return ()
+
+
+def _makers_of(model: SemanticModel) -> tuple[tuple, ...]:
+    return tuple((name, *mode) for name, mode in sorted(model.region_makers().items()))
 
 
 def passes(data: bytes, display_path: str, makers: Makers | None = None) -> dict:

@@ -660,18 +660,23 @@ def read_file(path: Path, shown: str, job: Job | None, makers: tuple = ()):
     except OSError as error:  # removed since it was found, a broken link, a folder, ...
         return None, "", None, None, f"cannot read {shown}: {error.strerror or error}"
     scan = torch_names.Scan(code_of(data, shown))  # a notebook's imports are read in its cells
-    key, facts, error = content_key(data), None, None
+    key, facts, error, makers = content_key(data), None, None, None
     if job is not None and (codes := local_codes(data, shown, job.codes, scan)) and not _known_facts(key, job):
-        facts, error = _facts(data, shown, codes, job.release)
-    return status, key, index_of(data, shown, scan).to_json(), facts, error
+        facts, error, makers = _facts(data, shown, codes, job.release, find_makers=_may_make(shown, scan))
+    return status, key, index_of(data, shown, scan, makers).to_json(), facts, error
 
 
-def index_of(data: bytes, shown: str, scan: torch_names.Scan) -> torch_names.TextIndex:
-    """A file's text index, with the grad-mode makers it defines for other modules to import."""
+def index_of(data: bytes, shown: str, scan: torch_names.Scan, makers: tuple | None = None) -> torch_names.TextIndex:
+    """A file's text index, with the grad-mode makers it defines for other modules to import
+    (`makers`: found already, as its facts were)."""
     index = scan.index()
-    if scan.regions and not shown.endswith(".ipynb") and torch_names.may_make_regions(scan.data):
-        index = replace(index, makers=engine.region_makers(data))
+    if _may_make(shown, scan):
+        index = replace(index, makers=engine.region_makers(data) if makers is None else makers)
     return index
+
+
+def _may_make(shown: str, scan: torch_names.Scan) -> bool:
+    return scan.regions and not shown.endswith(".ipynb") and torch_names.may_make_regions(scan.data)
 
 
 _CACHE: list[Cache] = []  # the run's cache, which worker processes inherit when they are forked
@@ -699,7 +704,7 @@ def file_facts(data: bytes, shown: str, job: Job | None, makers: tuple = ()):
         scan = torch_names.Scan(code_of(data, shown))
         scan.regions = scan.regions or bool(makers)  # a grad-mode maker it imports makes a region too
         codes = local_codes(data, shown, job.codes, scan)
-    return _facts(data, shown, codes, job.release if job else "", makers)
+    return _facts(data, shown, codes, job.release if job else "", makers)[:2]
 
 
 def local_codes(data: bytes, shown: str, codes: frozenset[str], scan: torch_names.Scan | None = None) -> frozenset[str]:
@@ -707,13 +712,17 @@ def local_codes(data: bytes, shown: str, codes: frozenset[str], scan: torch_name
     return codes if shown.endswith(".ipynb") else engine.codes_to_check(data, codes, scan)
 
 
-def _facts(data: bytes, shown: str, codes: frozenset[str], torch_version: str, makers: tuple = ()):
-    """(facts, error) of a file's bytes, with its own findings of `codes` (gated already)."""
+def _facts(data: bytes, shown: str, codes: frozenset[str], torch_version: str, makers: tuple = (),
+           find_makers: bool = False):
+    """(facts, error, the grad-mode makers it defines when `find_makers`, else None) of a file's
+    bytes, with its own findings of `codes` (gated already)."""
     try:
-        found = engine.facts(data, shown, codes, torch_version=torch_version or None, makers=dict(makers))
+        found = engine.facts(data, shown, codes, torch_version=torch_version or None, makers=dict(makers),
+                             find_makers=find_makers)
     except Exception as error:  # a bug with one file must not stop the others
-        return None, f"failed to check {shown}: internal error: {type(error).__name__}: {error}"
-    return (diagnostics_to_json(found.local), found.summary.to_json() if found.summary else None), None
+        return None, f"failed to check {shown}: internal error: {type(error).__name__}: {error}", None
+    facts = (diagnostics_to_json(found.local), found.summary.to_json() if found.summary else None)
+    return facts, None, found.makers if find_makers else None
 
 
 def finish_file(path: Path, shown: str, job: Job, makers: tuple, found: list, fixes: Fixes | None):
