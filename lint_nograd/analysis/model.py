@@ -99,9 +99,9 @@ class GradState:
 
     def after(self, change: GradModeChange) -> "GradState":
         if change.when:  # entered or not by a flag: nothing is known of the mode inside, but the region may be
-            inference = _UNKNOWN if change.api == "inference_mode" else self.inference
-            return GradState(_UNKNOWN, inference, change if change.api != "inference_mode" else None,
-                             self.inference_region if inference else None)
+            if change.api == "inference_mode":  # (`inference_region` with `inference` unknown: it may be)
+                return GradState(_UNKNOWN, _UNKNOWN, None, change)
+            return GradState(_UNKNOWN, self.inference, change, self.inference_region if self.inference else None)
         if change.api == "inference_mode":
             # inference_mode(True) turns grad off, inference_mode(False) turns it back on
             grad = _UNKNOWN if change.enabled is None else not change.enabled
@@ -109,6 +109,12 @@ class GradState:
             return GradState(grad, change.enabled, region, region)
         grad = False if change.api == "no_grad" else True if change.api == "enable_grad" else change.enabled
         return GradState(grad, self.inference, change if grad is False else None, self.inference_region)
+
+    @property
+    def may_be_inference(self) -> bool:
+        """In inference mode, or in a region entered on a flag that may be (`inference_mode(serve)`)."""
+        return bool(self.inference_region) and (self.inference is True or self.inference is None
+                                                and bool(self.inference_region.when))
 
     @property
     def graph_recorded(self) -> Optional[bool]:

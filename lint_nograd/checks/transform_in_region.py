@@ -55,7 +55,7 @@ def inference_outcome(transform: str, functional: bool, release: Behaviour, torc
 def check(model: SemanticModel, codes: frozenset[str], release: Behaviour, torch_version: str) -> Iterator[Finding]:
     for application in model.applications:
         state = application.state
-        if state.inference and state.inference_region:
+        if state.may_be_inference:
             region, code = state.inference_region, "NG002"
             outcome, help, history = inference_outcome(application.transform, application.functional, release,
                                                        torch_version)

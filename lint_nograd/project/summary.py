@@ -1805,12 +1805,12 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         """A call in a region of this function runs its callee in that mode; one where grad mode is
         turned back on does not run it under the caller's no_grad."""
         state = self.grad
-        region = state.inference_region if state.inference else state.grad_region if state.grad_enabled is False \
+        region = state.inference_region if state.may_be_inference else state.grad_region if state.grad_enabled is False \
             or state.grad_enabled is None and state.grad_region is not None and state.grad_region.when else None
         if region is not None:  # (one entered on a condition: `with torch.set_grad_enabled(train):`)
             span = span_of(call, self.lines)
             self.functions[self.function].region_calls.append(
-                RegionCall(callees, region.describe(), bool(state.inference), span, _short(span),
+                RegionCall(callees, region.describe(), state.may_be_inference, span, _short(span),
                            span_of(region.expr, self.lines), region.when if not state.inference else ""))
         elif state.grad_enabled is True and self.function != MODULE_BODY:
             guarded = self._guarded.setdefault((self.function, state.inference is False), {})
