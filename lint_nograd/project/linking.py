@@ -847,10 +847,7 @@ class Project:
         owner = function.rpartition(".")[0]
         position = self._field_position(module, owner, parameter) if function.endswith(".__init__") else None
         found: list[Value] = []
-        names = [called_as(function) or _last_name(("fn", function))]
-        if function.endswith(".__init__"):  # `Euler(f, dt)` runs the `__init__` it inherits
-            names += self._inheriting(module, owner, "__init__")
-        for caller, site in (found_site for name in names for found_site in self._sites_named(name)):
+        for caller, site in self._sites_named(called_as(function) or _last_name(("fn", function))):
             for callee, bound, refs in self._helpers(caller, site):
                 if callee[1] == module and callee[2] == function and bound == parameter:
                     found += self._values(caller, refs)
@@ -885,14 +882,27 @@ class Project:
                 self._wanted[found[:2]] = None
                 todo += self._needs.get(found, ())
 
+    def _constructed_with(self, module: str, init: str, parameter: str) -> tuple[Value, ...]:
+        """What the constructions of a class pass to a parameter of its `__init__` (`passed`), and those
+        of its subclasses that inherit that `__init__` (`Euler(energy, forces)`)."""
+        found = list(self.passed(module, init, parameter))
+        for name in self._inheriting(module, init.rpartition(".")[0], "__init__"):
+            for caller, site in self._sites_named(name):
+                for callee, bound, refs in self._helpers(caller, site):
+                    if callee[1] == module and callee[2] == init and bound == parameter:
+                        found += self._values(caller, refs)
+        return tuple(dict.fromkeys(found))
+
     def _inheriting(self, module: str, cls: str, method: str) -> list[str]:
         """The names of the subclasses of a class, at any depth, that define no `method` of their own
         (nor does a class between): calling them runs the class's (a few: as `_overrides`)."""
         found, todo, seen = [], [(module, cls)], {(module, cls)}
-        while todo and len(found) <= _MAX_OVERRIDES:
+        while todo:
             for sub in self._subclasses(*todo.pop()):
                 summary = self.summary(sub[0])
                 if sub not in seen and summary is not None and f"{sub[1]}.{method}" not in summary.functions:
+                    if len(found) == _MAX_OVERRIDES:
+                        return []  # (`nn.Module`'s hundreds: which one an object is, is not told)
                     seen.add(sub)
                     found.append(sub[1].rpartition(".")[2])
                     todo.append(sub)
@@ -1045,8 +1055,8 @@ class Project:
             for passed in self.passed(*value[1][1:]):  # `hooked(hook)` registers on the model it
                 yield from self.runs(passed)  # returns): what any call passes to it
         elif kind == "P" and value[2].endswith(".__init__"):  # `self.force_fn = force_fn`: what the object
-            passed = self.passed(*value[1:])  # holds is what its constructions give, when they all give
-            if len(passed) == 1:  # the same (which object a call is made on is not told apart)
+            passed = self._constructed_with(*value[1:])  # holds is what its constructions give, when they
+            if len(passed) == 1:  # all give the same (which object a call is made on is not told apart)
                 yield from self.runs(passed[0])
         elif kind in ("W", "B", "K"):  # calling `nn.Sequential(...)` runs each module it holds
             yield from self.runs(value[1])

@@ -176,8 +176,8 @@ class Run:
         return used
 
     def _makers_imported(self, file: ProjectFile, defined: dict[str, tuple], used: set[str]) -> tuple:
-        """(the name the file spells, api, enabled, whether it decorates) for each maker of `defined`
-        (by module) that an import of the file names and that the file spells: `.utils.frozen` for
+        """(the name the file spells, the mode `SemanticModel.region_makers` gives) for each maker of
+        `defined` (by module) that an import of the file names and that the file spells: `.utils.frozen` for
         `from .utils import frozen` or `from . import utils`, also through a package re-exporting it.
         The modules of those are added to `used`."""
         found: dict[str, tuple] = {}
@@ -651,9 +651,10 @@ def _source(path: Path, job: Job | None) -> bytes:
     return job.data if job is not None and job.data is not None else read_regular_file(path)
 
 
-def read_file(path: Path, shown: str, job: Job | None, makers: tuple = ()):
+def read_file(path: Path, shown: str, job: Job | None, imported: tuple = ()):
     """(status, content key, text index, facts or None, error) of one file; the facts when the
-    file is given and some rule can apply to it by itself (with no makers: `give_makers` comes after)."""
+    file is given and some rule can apply to it by itself, read with none of the grad-mode makers it
+    imports (`imported` is empty: `give_makers` comes after the index)."""
     status = file_status(path) if job is None or job.data is None else None  # before reading: never newer
     try:
         data = _source(path, job)
