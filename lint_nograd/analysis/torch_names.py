@@ -100,9 +100,10 @@ def names_grad_disabling_api(data: bytes) -> bool:
 
 
 # What a function or class making a grad mode when called is written with (`SemanticModel.region_makers`):
-# a context manager of contextlib or a class's `__enter__`, a decorator's wrapper, a function returning
-# `torch.no_grad()`, a class extending one
-_MAY_MAKE = re.compile(rb"contextmanager|__enter__|\bwraps\b|\breturn\s+[\w.]*\b(?:no_grad|inference_mode|set_grad_enabled|"
+# a context manager of contextlib or a class's `__enter__`, a decorator's wrapper (`@wraps(fn)`, or
+# `def wrapper(*args, **kwargs)`), a function returning `torch.no_grad()`, a class extending one
+_MAY_MAKE = re.compile(rb"contextmanager|__enter__|\bwraps\b|\bdef\s+\w+\s*\(\s*\*\w|"
+                       rb"\breturn\s+[\w.]*\b(?:no_grad|inference_mode|set_grad_enabled|"
                        rb"enable_grad)\s*\(|\bclass\s+\w+\s*\([^)]*\b(?:no_grad|inference_mode|set_grad_enabled|enable_grad)\b")
 
 
