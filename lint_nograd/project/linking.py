@@ -848,9 +848,7 @@ class Project:
         position = self._field_position(module, owner, parameter) if function.endswith(".__init__") else None
         found: list[Value] = []
         for caller, site in self._sites_named(called_as(function) or _last_name(("fn", function))):
-            for callee, bound, refs in self._helpers(caller, site):
-                if callee[1] == module and callee[2] == function and bound == parameter:
-                    found += self._values(caller, refs)
+            found += self._passed_at(caller, site, key)
             if function.endswith(".__init__") and (parameter in site.keywords or position is not None and position < len(site.args)) and any(
                     v[0] == "C" and v[1] == module and v[2] == owner for v in self._values(caller, site.callees)):
                 # a dataclass's field, by name or by its place among the fields
@@ -888,10 +886,13 @@ class Project:
         found = list(self.passed(module, init, parameter))
         for name in self._inheriting(module, init.rpartition(".")[0], "__init__"):
             for caller, site in self._sites_named(name):
-                for callee, bound, refs in self._helpers(caller, site):
-                    if callee[1] == module and callee[2] == init and bound == parameter:
-                        found += self._values(caller, refs)
+                found += self._passed_at(caller, site, (module, init, parameter))
         return tuple(dict.fromkeys(found))
+
+    def _passed_at(self, caller: str, site, key: tuple[str, str, str]) -> list[Value]:
+        """What one call site passes to the parameter `key` (module, function, name), if it calls that function."""
+        return [value for callee, bound, refs in self._helpers(caller, site)
+                if (callee[1], callee[2], bound) == key for value in self._values(caller, refs)]
 
     def _inheriting(self, module: str, cls: str, method: str) -> list[str]:
         """The names of the subclasses of a class, at any depth, that define no `method` of their own
