@@ -612,6 +612,21 @@ def test_a_transform_in_a_method_of_what_an_object_was_given_runs_despite_the_re
             del sys.modules[name]
 
 
+def test_a_transform_stored_or_made_at_the_top_level_runs_despite_the_region():
+    """fixtures/checker/ng001_held_transforms.py: the score `__init__` stores on `self`, and the one
+    made at the module's top level, differentiate under `no_grad` as without it (NG001), where
+    autograd itself there has no graph; the look-alike `vmap(logp)` differentiates nothing."""
+    module = checker_fixture("ng001_held_transforms")
+    x = torch.stack([X, 2 * X])
+    assert torch.allclose(module.Sampler(module.logp).step(x), 0.9 * x)
+    with torch.no_grad():
+        assert torch.allclose(module.langevin(x), 0.9 * x)
+        assert not module.logp(x.clone().requires_grad_()).requires_grad
+        assert not module.energy(x.clone().requires_grad_()).requires_grad
+    moved, _ = module.sample(x, n=1)
+    assert torch.allclose(moved, 0.8 * x)
+
+
 def test_a_model_from_a_container_class_registry():
     """fixtures/checker/ng004_container_registry.py: the model built by name from a `dict`
     subclass its decorator fills disagrees between forward and reverse mode; the look-alike agrees."""

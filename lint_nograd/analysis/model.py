@@ -322,6 +322,8 @@ class SemanticModel:
         # `_class_mode`, `_mode_made_by`: of the classes and the functions looked at
         self._class_modes: dict[ast.AST, Optional[Mode]] = {}
         self._pure: dict[ast.AST, bool] = {}  # `computes_from_parameters`, of the functions looked at
+        # `held_by_self`: by (class, attribute name), each store of a method into `self.<name>`
+        self._self_stores: Optional[dict[tuple[ast.AST, str], list[tuple[Optional[ast.expr], Scope]]]] = None
         # `loss`, `Net.forward`, `outer.<locals>.inner` (Python's __qualname__; `f#2` for a second `f`)
         self.qualified_name: dict[ast.AST, str] = {}
         self.returns: dict[ast.AST, list[Optional[GradModeChange]]] = {}  # per walked function: graphless returns
@@ -489,6 +491,72 @@ class SemanticModel:
             elif kind is ast.AugAssign and (type(statement.target) is not ast.Name or statement.target.id not in known):
                 return False
         return bool(body) and type(body[-1]) is ast.Return
+
+    def held_by_self(self, node: ast.Attribute, scope: Scope) -> tuple[ast.expr, Scope] | None:
+        """What `self.<name>` holds, read in a method, when the methods of its class store the name
+        once (`self.score = vmap(grad(logp))` in `__init__`): the value stored, and the scope it is
+        computed in. None when another store may set it (two stores, `self.a, self.b = ...`,
+        `self.n += 1`, `setattr`) or the class stores nothing of that name."""
+        owner = scope.parent
+        method = scope.node
+        if not (owner is not None and owner.is_class and type(node.value) is ast.Name and type(method) in
+                (ast.FunctionDef, ast.AsyncFunctionDef) and method.args.args and method.args.args[0].arg == node.value.id):
+            return None
+        if self._self_stores is None:
+            self._self_stores = {}
+            if self.text is None or "setattr" not in self.text:
+                for statement, where in self.statements:
+                    self._note_self_store(statement, where)
+        stores = self._self_stores.get((owner.node, node.attr))
+        return stores[0] if stores is not None and len(stores) == 1 and stores[0][0] is not None else None
+
+    def _note_self_store(self, statement: ast.stmt, scope: Scope) -> None:
+        owner, method = scope.parent, scope.node
+        if owner is None or not owner.is_class or type(method) not in (ast.FunctionDef, ast.AsyncFunctionDef) \
+                or not method.args.args:
+            return
+        kind = type(statement)
+        targets = statement.targets if kind is ast.Assign else [statement.target] \
+            if kind in (ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor) else []
+        itself = method.args.args[0].arg
+        for target in targets:
+            for node in walk(target):
+                if type(node) is ast.Attribute and type(node.value) is ast.Name and node.value.id == itself:
+                    known = kind in (ast.Assign, ast.AnnAssign) and node is target and len(targets) == 1
+                    self._self_stores.setdefault((owner.node, node.attr), []).append(
+                        (statement.value if known else None, scope))
+
+    def transform_run_by(self, callee: ast.expr, scope: Scope) -> tuple[str, ast.Call, Optional[str]] | None:
+        """The transform that `callee(...)` runs, the call making it and the name it runs as: `grad(f)`
+        for `grad(f)(x)`, `vmap(grad(f))(x)`, `df(x)` after `df = grad(f)`, `self.df(x)` after
+        `self.df = grad(f)` in a method (`held_by_self`)."""
+        alias = None
+        for _ in range(8):
+            if type(callee) is ast.Name:
+                binding = self.scopes.only_binding(callee, scope)
+                if binding is None or binding.value is None:
+                    return None
+                alias = alias or callee.id
+                callee, scope = binding.value, binding.scope
+            elif type(callee) is ast.Attribute:
+                held = self.held_by_self(callee, scope)
+                if held is None:
+                    return None
+                alias = alias or ast.unparse(callee)
+                callee, scope = held
+            elif type(callee) is ast.Call:
+                names = self.scopes.qualified_names(callee.func, scope)
+                transform = torch_names.transform_name(names)
+                if transform in torch_names.IMMEDIATE_TRANSFORMS:
+                    return None
+                if transform:
+                    return transform, callee, alias
+                if not (names & (torch_names.VMAP | torch_names.FUNCTIONALIZE) and callee.args):
+                    return None
+                callee = callee.args[0]  # vmap itself does not differentiate: look inside it
+            else:
+                return None
+        return None
 
     def makes_grad_mode(self, function: ast.AST) -> bool:
         """Whether a function of this file makes a grad mode when called or entered (`_mode_made_by`)."""
@@ -1252,29 +1320,9 @@ class _FrameWalker(TableVisitor):
     # -- transforms (NG001, NG002) --------------------------------------------------------------
 
     def _applied_transform(self, callee: ast.expr, at: ast.Call) -> TransformApplication | None:
-        """The transform that `callee(...)` runs: `grad(f)` for `grad(f)(x)`, `vmap(grad(f))(x)`
-        or `df(x)` after `df = grad(f)`."""
-        scope, alias = self._scope, None
-        for _ in range(8):
-            if isinstance(callee, ast.Name):
-                binding = self.scopes.only_binding(callee, scope)
-                if binding is None or binding.value is None:
-                    return None
-                alias = alias or callee.id
-                callee, scope = binding.value, binding.scope
-            elif isinstance(callee, ast.Call):
-                names = self.scopes.qualified_names(callee.func, scope)
-                transform = torch_names.transform_name(names)
-                if transform in torch_names.IMMEDIATE_TRANSFORMS:
-                    return None
-                if transform:
-                    return TransformApplication(transform, callee, at, self._frame.state, alias)
-                if not (names & (torch_names.VMAP | torch_names.FUNCTIONALIZE) and callee.args):
-                    return None
-                callee = callee.args[0]  # vmap itself does not differentiate: look inside it
-            else:
-                return None
-        return None
+        """The transform that `callee(...)` runs (`transform_run_by`)."""
+        made = self.model.transform_run_by(callee, self._scope)
+        return TransformApplication(made[0], made[1], at, self._frame.state, made[2]) if made else None
 
     def visit_Call(self, node: ast.Call) -> None:
         names = self.qualified_names(node.func)

@@ -1531,6 +1531,13 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         elif type(func) is ast.Attribute and func.attr in library.REGISTERS_HOOK and node.args:
             self._hook(func.value, node.args[0])
         callees = func_refs = self.refs(func)
+        if type(func) is ast.Attribute or type(func) is ast.Name and self._made_elsewhere(func):
+            # `self.score(x)` after `self.score = vmap(grad(logp))` in `__init__`; `score(x)` after a
+            # module's `score = grad(logp)` (one made here counts where it is made: `_entry_applied`)
+            made = self.model.transform_run_by(func, self.scope)
+            entry = entry_points.entry_point(frozenset({f"torch.func.{made[0]}"})) if made else None
+            if entry is not None:
+                self._applied(entry, node)
         mediated = frozenset()  # the library function that calls the callee, with arguments of its own
         builtin = self._builtin(func, self.scope) if not callees else frozenset()
         if not callees and not builtin and not (isinstance(func, ast.Attribute) and func.attr == "trace"):
@@ -1594,6 +1601,11 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         parameters = tuple([ref for ref in callees if ref[0] == "param"])
         if parameters:
             self._call_site(node, parameters)
+
+    def _made_elsewhere(self, name: ast.Name) -> bool:
+        """Whether a name is bound once, in another scope than the function's."""
+        binding = self.scopes.only_binding(name, self.scope)
+        return binding is not None and binding.value is not None and binding.scope is not self.scope
 
     def _entry_applied(self, entry: entry_points.EntryPoint, node: ast.Call) -> None:
         """A transform or tracer applied here: NG001 / NG002 where the caller's mode holds, and the
