@@ -627,6 +627,19 @@ def test_a_transform_stored_or_made_at_the_top_level_runs_despite_the_region():
     assert torch.allclose(moved, 0.8 * x)
 
 
+def test_one_call_runs_a_transform_and_a_backward_the_region_changes():
+    """fixtures/checker/ng001_ng003_one_call.py: under the region the transform computes what it
+    computes without it (NG001), and the backward has no graph (NG003)."""
+    module = checker_fixture("ng001_ng003_one_call")
+    x = torch.stack([X, -X])
+    assert torch.allclose(module.attack(x)[0], x + 0.1)
+    with torch.no_grad():
+        assert torch.allclose(module.fgsm(x), x + 0.1)
+    for call in (module.evaluate, module.robust_attack):
+        with pytest.raises(RuntimeError, match="does not require grad"):
+            call(x)
+
+
 def test_a_model_from_a_container_class_registry():
     """fixtures/checker/ng004_container_registry.py: the model built by name from a `dict`
     subclass its decorator fills disagrees between forward and reverse mode; the look-alike agrees."""

@@ -324,15 +324,15 @@ def linked(project: Project, module: str, given: frozenset[str], codes: frozense
 
 def _run_in_regions(project: Project, module: str, codes: frozenset[str], display_path: str, release,
                     torch_version: str) -> list[Linked]:
-    """NG001 / NG002 at each call in a region that runs a transform in the region's mode: one a call,
-    an error before a note."""
-    by_call: dict[Span, tuple] = {}
+    """NG001 / NG002 (and NG003) at each call in a region that runs a transform (or a backward) in the
+    region's mode: one a call and rule, an error before a note."""
+    by_call: dict[tuple[Span, str], tuple] = {}
     for run in project.run_in_regions(module):
         finding = transform_through_call.finding(run, release, torch_version)
         if finding is not None and finding.code in codes:
-            known = by_call.get(run.call.span)
+            known = by_call.get((run.call.span, finding.code))
             if known is None or known[1].severity == "note" and finding.severity == "error":
-                by_call[run.call.span] = (run, finding)
+                by_call[(run.call.span, finding.code)] = (run, finding)
     found: list[Linked] = []
     for run, finding in by_call.values():
         where = transform_through_call.chain_text(run, module)
