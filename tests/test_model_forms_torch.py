@@ -628,9 +628,9 @@ def test_a_transform_stored_or_made_at_the_top_level_runs_despite_the_region():
 
 
 def test_one_call_runs_a_transform_and_a_backward_the_region_changes():
-    """fixtures/checker/ng001_ng003_one_call.py: under the region the transform computes what it
+    """fixtures/checker/calls_running_two_findings.py: under the region the transform computes what it
     computes without it (NG001), and the backward has no graph (NG003)."""
-    module = checker_fixture("ng001_ng003_one_call")
+    module = checker_fixture("calls_running_two_findings")
     x = torch.stack([X, -X])
     assert torch.allclose(module.attack(x)[0], x + 0.1)
     with torch.no_grad():

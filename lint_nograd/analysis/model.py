@@ -460,9 +460,9 @@ class SemanticModel:
     def computes_from_parameters(self, name: ast.Name, scope: Scope) -> bool:
         """Whether `name` is a function of this file whose body only binds names and returns values
         computed from its parameters by torch's functions, arithmetic and tensor methods (`def
-        logp(x): return -(x ** 2).sum()`): its result has a graph exactly when an argument has one.
-        Anything else (a decorator, a `with`, a branch, a name of another scope, a call of another
-        function) and it is not known."""
+        logp(x): return -(x ** 2).sum()`), also in a grad-mode `with` (which makes no graph): its
+        result has a graph only when an argument has one. Anything else (a decorator, another
+        `with`, a branch, a name of another scope, a call of another function) and it is not known."""
         binding = self.scopes.only_binding(name, scope)
         node = binding.node if binding is not None else None
         if type(node) is not ast.FunctionDef or node.decorator_list:
@@ -478,8 +478,15 @@ class SemanticModel:
         is_torch = lambda func: is_torch_operation(self.qualified_names(func, scope)) or \
             type(func) is ast.Name and self.computes_from_parameters(func, scope)
         body = [statement for statement in function.body if not _is_docstring(statement)]
-        for statement in body:
+        statements = list(reversed(body))
+        while statements:
+            statement = statements.pop()
             kind = type(statement)
+            if kind is ast.With and all(item.optional_vars is None and type(item.context_expr) is ast.Call and
+                                        self.qualified_names(item.context_expr.func, scope) & _GRAD_MODES
+                                        for item in statement.items):
+                statements += reversed(statement.body)  # `with torch.no_grad(): w = (1 - p) ** 2`: no new graph
+                continue
             value = statement.value if kind in (ast.Assign, ast.AugAssign, ast.Return) else None
             sources = graph_sources(value, is_torch, lambda name: True) if value is not None else None
             if sources is None or not all(type(source) is ast.Name and source.id in known for source in sources):
@@ -1186,6 +1193,11 @@ class _FrameWalker(TableVisitor):
         return self._follows_caller_mode and state.inference is None and state.grad_enabled is not False \
             and is_operation(value) and graph_sources(value, self._is_torch, lambda name: True) is not None
 
+    def _value_of(self, name: ast.Name) -> ast.expr | None:
+        """The value a name is bound to, when it is bound once."""
+        binding = self.scopes.only_binding(name, self._scope)
+        return binding.value if binding is not None else None
+
     def _in_caller_mode(self, name: ast.Name) -> bool:
         """Whether a name holds a value computed here where the caller's mode holds (`in_caller_mode`)."""
         value = self._frame.in_caller_mode.get(name.id)
@@ -1195,7 +1207,7 @@ class _FrameWalker(TableVisitor):
         """What says that `expr` has no graph here: a value computed in a region that it is computed
         from (`graph_sources`), with nothing else that may have one but at most one call of another
         function (`y = evaluate(b)`, `evaluate(b).sum()`), whose result linking looks into then."""
-        sources = graph_sources(expr, self._is_torch, self._is_graphless)
+        sources = graph_sources(expr, self._is_torch, self._is_graphless, self._value_of)
         if not sources:
             return None
         in_region, called = None, None
@@ -1350,6 +1362,8 @@ class _FrameWalker(TableVisitor):
         self.generic_visit(node)
 
 
+_GRAD_MODES = torch_names.NO_GRAD | torch_names.ENABLE_GRAD | torch_names.SET_GRAD_ENABLED | \
+    torch_names.INFERENCE_MODE
 _TRY_STAR = (ast.TryStar,) if hasattr(ast, "TryStar") else ()
 _COMPOUND = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.With, ast.AsyncWith, ast.If,
                        ast.While, ast.For, ast.AsyncFor, ast.Try, *_TRY_STAR,
@@ -1364,13 +1378,14 @@ def _holds_a_container(value: ast.expr) -> bool:
         type(value) is ast.Tuple and any(_holds_a_container(element) for element in value.elts)
 
 
-def graph_sources(expr: ast.expr, is_torch: Callable[[ast.expr], bool],
-                  is_value: Callable[[ast.Name], bool]) -> Optional[list[ast.expr]]:
+def graph_sources(expr: ast.expr, is_torch: Callable[[ast.expr], bool], is_value: Callable[[ast.Name], bool],
+                  value_of: Callable[[ast.Name], Optional[ast.expr]] = lambda name: None) -> Optional[list[ast.expr]]:
     """The names, and the calls of other functions, that a value is computed from when nothing else
     in it can carry an autograd graph, in the order written: through subscripts, arithmetic, a
     value's methods (`y.mean(0)`, `f(b).sum()`, with `is_value(y)`) and torch's functions
     (`F.mse_loss(y, z)`, told by `is_torch` of the callee) whose other arguments are literals or
-    computed so too. None when anything else may carry one (a comparison, a dict,
+    computed so too; the labels a loss is given (`F.cross_entropy(logits, y)`) unless a model
+    computes them (there, or in the value `value_of` a name tells). None when anything else may carry one (a dict,
     `requires_grad=True`, a call of a call). An operation records a graph only when one of its
     inputs has one: the caller tells whether the names and calls have one."""
     found: list[ast.expr] = []
@@ -1378,10 +1393,12 @@ def graph_sources(expr: ast.expr, is_torch: Callable[[ast.expr], bool],
     while todo:
         node = todo.pop()
         kind = type(node)
-        if kind is ast.Constant:
+        if kind is ast.Constant or kind is ast.Compare:  # (a comparison's result has no graph)
             continue
         if kind is ast.Name:
             found.append(node)
+        elif kind is ast.IfExp:  # `p if y > 0 else 1 - p`
+            todo += [node.orelse, node.body]
         elif kind is ast.BinOp:
             todo += [node.right, node.left]
         elif kind is ast.UnaryOp:
@@ -1403,7 +1420,11 @@ def graph_sources(expr: ast.expr, is_torch: Callable[[ast.expr], bool],
             elif type(func) is ast.Name and func.id in _COUNTING_BUILTINS:
                 continue  # `len(losses)`: a number
             elif type(func) is ast.Name and func.id == "sum" and len(arguments) == 1 or is_torch(func):
-                if (func.attr if type(func) is ast.Attribute else getattr(func, "id", "")) not in tensor_ops.CREATION:
+                name = func.attr if type(func) is ast.Attribute else getattr(func, "id", "")
+                if name in _LABELLED_LOSSES and not _calls_a_model(node, is_torch, value_of):
+                    # `F.cross_entropy(logits, y)`: the labels carry no graph (unless a model computes them here)
+                    arguments = [*node.args[:1], *node.args[2:], *(k.value for k in node.keywords if k.arg != "target")]
+                if name not in tensor_ops.CREATION:
                     todo += reversed(arguments)  # (what `torch.zeros(x.shape)` is given is no graph of it)
             elif type(func) is ast.Attribute and _tensor_method(func.attr) \
                     and (type(func.value) is ast.Name and is_value(func.value) or type(func.value) in _VALUES) \
@@ -1416,6 +1437,24 @@ def graph_sources(expr: ast.expr, is_torch: Callable[[ast.expr], bool],
         else:
             return None
     return found
+
+
+def _calls_a_model(loss: ast.Call, is_torch: Callable[[ast.expr], bool],
+                   value_of: Callable[[ast.Name], Optional[ast.expr]]) -> bool:
+    """Whether the labels given to a loss are computed by a call of something else than torch's
+    functions and tensor methods (`F.cross_entropy(x, teacher(b).softmax(-1))`), there or in the
+    value a name of them holds (`value_of`)."""
+    todo = loss.args[1:2] or [k.value for k in loss.keywords if k.arg == "target"]
+    for _ in range(4):
+        names = []
+        for node in (node for label in todo for node in walk(label)):
+            if type(node) is ast.Call and not is_torch(node.func) and not (
+                    type(node.func) is ast.Attribute and _tensor_method(node.func.attr)):
+                return True
+            if type(node) is ast.Name and (value := value_of(node)) is not None:
+                names.append(value)
+        todo = names
+    return False
 
 
 def _tensor_method(name: str) -> bool:
@@ -1443,6 +1482,8 @@ _INDEXING_METHODS = frozenset({"gather", "index_select", "take_along_dim", "mask
 _GRAPH_MAKING = frozenset({"requires_grad_", "backward"})  # methods whose result is no plain operation
 _FILLS = frozenset({"append", "extend", "insert"})  # methods that put values into a list
 _READS_A_LIST = frozenset({"len", "sum", "list", "tuple", "sorted", "reversed", "enumerate", "zip", "print"})
+# losses whose second argument is the labels, given no graph (class indices, or targets)
+_LABELLED_LOSSES = frozenset({"cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits"})
 _COUNTING_BUILTINS = frozenset({"len", "range", "isinstance"})  # builtins whose result carries no graph
 
 
