@@ -594,7 +594,8 @@ def test_traced_regions_on_what_nothing_traced_varies():
 def test_a_transform_in_a_method_of_what_an_object_was_given_runs_despite_the_region():
     """fixtures/checker/ng001_held_objects.py and fixtures/projects/held_objects: `jacfwd` in the
     method `evaluate` calls on the residual its object was given computes under the region what it
-    computes without it (NG001), where autograd itself under `no_grad` has no graph."""
+    computes without it (NG001), where autograd itself under `no_grad` has no graph; so does `grad`
+    in the force function an integrator of another module was built with."""
     module = checker_fixture("ng001_held_objects")
     z = X.clone()
     assert torch.allclose(module.evaluator.evaluate(z), 3 * z ** 2 - z)
@@ -605,7 +606,12 @@ def test_a_transform_in_a_method_of_what_an_object_was_given_runs_despite_the_re
     try:
         evaluator = importlib.import_module("pkg.evaluator")
         physics = importlib.import_module("pkg.physics")
+        integrators = importlib.import_module("pkg.integrators")
         assert torch.allclose(evaluator.Evaluator(physics.Residual()).evaluate(z), 3 * z ** 2 - z)
+        # pkg/integrators.py: the force `grad` computes under `run`'s region is the one it computes without it
+        step = z - 0.1 * 3 * z ** 2
+        assert torch.allclose(integrators.Verlet(physics.field, physics.FORCES["grad"]).run(z, steps=1), step)
+        assert torch.allclose(integrators.Stepper(physics.field, physics.difference_forces).run(z), step, atol=1e-4)
     finally:
         sys.path.remove(str(project))
         for name in [name for name in sys.modules if name == "pkg" or name.startswith("pkg.")]:

@@ -1659,11 +1659,18 @@ def _enables_grad(call: ast.Call) -> bool:
 
 
 def _parameter_test(test: ast.expr, params: list[str]) -> Optional[tuple[str, bool]]:
-    """(parameter, the value it has where the test holds) for `flag` or `not flag`, a parameter."""
+    """(parameter, the value it has where the test holds) for `flag`, `not flag` or `bool(flag)`, a
+    parameter."""
     value = True
-    while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        test, value = test.operand, not value
+    while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) or _is_bool_of(test):
+        test, value = (test.operand, not value) if isinstance(test, ast.UnaryOp) else (test.args[0], value)
     return (test.id, value) if isinstance(test, ast.Name) and test.id in params else None
+
+
+def _is_bool_of(test: ast.expr) -> bool:
+    """`bool(flag)`."""
+    return type(test) is ast.Call and type(test.func) is ast.Name and test.func.id == "bool" \
+        and len(test.args) == 1 and not test.keywords
 
 
 def _flagged_when(call: ast.Call | None, position: int, name: str, value: bool) -> Optional[str]:

@@ -506,8 +506,8 @@ class Project:
                     elif made[0] == "I":
                         for step in self._member(made[1], made[2], "__next__", True, set()):
                             yield from self.returned(step, depth + 1)
-        elif kind == "P" and self._following and depth < _MAX_DEPTH:
-            yield from self._elements_passed(value, depth, key)
+        elif kind == "P" and (self._following or type(key) is int) and depth < _MAX_DEPTH:
+            yield from self._elements_passed(value, depth, key)  # (one in its place: `*args` passed on)
         elif kind == "G":
             yield from self._filled(value)
 
@@ -880,14 +880,30 @@ class Project:
                 self._wanted[found[:2]] = None
                 todo += self._needs.get(found, ())
 
-    def _constructed_with(self, module: str, init: str, parameter: str) -> tuple[Value, ...]:
-        """What the constructions of a class pass to a parameter of its `__init__` (`passed`), and those
-        of its subclasses that inherit that `__init__` (`Euler(energy, forces)`)."""
-        found = list(self.passed(module, init, parameter))
-        for name in self._inheriting(module, init.rpartition(".")[0], "__init__"):
-            for caller, site in self._sites_named(name):
-                found += self._passed_at(caller, site, (module, init, parameter))
-        return tuple(dict.fromkeys(found))
+    def _constructed_with(self, module: str, init: str, parameter: str,
+                          objects: Optional[frozenset] = None) -> tuple[Value, ...]:
+        """What the constructions of a class (of `objects`, the classes of the object, when known) give
+        a parameter of its `__init__`, when every one that gives something gives the same (which
+        object a call is made on is not told apart): one site may give several (`Integrator(energy,
+        FORCES[cfg.forces])`), two sites giving different ones leave it unknown. The sites are those
+        calling the class (`passed`), or a subclass inheriting its `__init__` (`Euler(energy,
+        forces)`), and `super().__init__(...)` in a subclass's own."""
+        key = (module, init, parameter)
+        cls = init.rpartition(".")[0]
+        names = (called_as(init), *self._inheriting(module, cls, "__init__")) if objects is None else \
+            [name.rpartition(".")[2] for _, name in objects]
+        sites = [site for name in names for site in self._sites_named(name)]
+        for sub in self._subclasses(module, cls) if objects is None else objects:  # `super().__init__(*args)`
+            function = self.function((sub[0], f"{sub[1]}.__init__"))
+            sites += [(sub[0], site) for site in (function.call_sites if function is not None else ())
+                      if any(_last_name(ref) == "__init__" for ref in site.callees)]
+        groups = [found for caller, site in sites if (found := self._passed_at(caller, site, key))]
+        known = {value for found in groups for value in found}
+        if objects is None:  # (other calls: one more)
+            groups.append([value for value in self.passed(*key) if value not in known])
+        groups = [found for found in groups if found]
+        return tuple(dict.fromkeys(groups[0])) if groups and all(set(found) == set(groups[0]) for found in groups) \
+            else ()
 
     def _passed_at(self, caller: str, site, key: tuple[str, str, str]) -> list[Value]:
         """What one call site passes to the parameter `key` (module, function, name), if it calls that function."""
@@ -1056,9 +1072,8 @@ class Project:
             for passed in self.passed(*value[1][1:]):  # `hooked(hook)` registers on the model it
                 yield from self.runs(passed)  # returns): what any call passes to it
         elif kind == "P" and value[2].endswith(".__init__"):  # `self.force_fn = force_fn`: what the object
-            passed = self._constructed_with(*value[1:])  # holds is what its constructions give, when they
-            if len(passed) == 1:  # all give the same (which object a call is made on is not told apart)
-                yield from self.runs(passed[0])
+            for passed in self._constructed_with(*value[1:]):  # holds is what its constructions give
+                yield from self.runs(passed)
         elif kind in ("W", "B", "K"):  # calling `nn.Sequential(...)` runs each module it holds
             yield from self.runs(value[1])
 
@@ -1146,8 +1161,12 @@ class Project:
         for index, refs in enumerate(site.args, offset):
             if refs and index < len(params):
                 found.append((callee, params[index], refs))
-            elif refs and function.varargs:  # `def f(*models)`: a tuple of them
-                found.append((callee, function.varargs, tuple([("box", ref) for ref in refs])))
+            elif refs and function.varargs:  # `def f(*models)`: a tuple of them, in their places
+                found.append((callee, function.varargs, tuple([("box", ref, index - len(params)) for ref in refs])))
+        if site.star:  # `super().__init__(*args)`: each parameter from there on takes an element, in order
+            start = len(site.args) + offset
+            for index in range(start, len(params)):
+                found.append((callee, params[index], tuple([("item", ref, index - start) for ref in site.star])))
         for keyword, refs in site.keywords.items():
             if keyword in params or keyword in function.kwonly:
                 found.append((callee, keyword, refs))
@@ -2021,7 +2040,9 @@ class Project:
                 if own is not None and ref[0] == "attr" and ref[1] == ("inst", ("cls", own)):  # `self.hvp(f, p, v)`
                     held = [m for cls in objects for m in self._member(*cls, ref[2], True, set())] \
                         if objects is not None else [*self._functions(module, [ref]), *self._overrides(module, own, ref[2])]
-                    functions = [function for member in held for function in self.runs(member)]
+                    functions = [function for member in held for function in (
+                        self.runs(member) if objects is None or member[0] != "P" or not member[2].endswith(".__init__")
+                        else (f for given in self._constructed_with(*member[1:], objects) for f in self.runs(given)))]
                     of = objects
                 else:
                     functions = self._functions(module, [ref])
@@ -2103,6 +2124,21 @@ class Project:
             self._applying_names = applying | {name for name, calls, _ in functions if name
                                                and not name.startswith("__") and not calls.isdisjoint(named)}
         return self._applying_names
+
+    def handed_what_applies(self) -> set[str]:
+        """The modules of the functions and classes that a call of a loaded module hands a function
+        applying a transform (`VelocityVerlet(energy, func_forces, dt)`, or an element of a registry
+        holding one): a region there may run it (`self.force_fn(e, x)` under `@torch.no_grad()`)."""
+        names = self.names_applying() - {""}
+        found: set[str] = set()
+        for module in list(self.loaded()):
+            for function in self.summary(module).functions.values():
+                for site in function.call_sites:
+                    refs = [ref for refs in (*_arguments(site), site.star) for ref in refs] if not site.decoration else ()
+                    if any(_last_name(ref) in names or ref[0] == "item" and ref[1][0] == "imp" for ref in refs) and any(
+                            value[0] == "F" and called_as(value[2]) in names for value in self._values(module, refs)):
+                        found.update(value[1] for value in self._values(module, site.callees) if value[0] in ("F", "C"))
+        return found
 
     def _applied_in_mode(self, key: FunctionKey, inference: bool, depth: int = 0,
                          objects: Optional[frozenset] = None) -> tuple:

@@ -100,6 +100,7 @@ class CallSite:
     receiver: tuple[Ref, ...] = ()  # `net` in `net.export(x)`: the `self` of the method called
     bound: bool = False  # `partial(loss, model=net)`: what a call of its result passes, not a call made here
     decoration: bool = False  # `@dec` on a `def`: `dec(f)`, the function decorated
+    star: tuple[Ref, ...] = ()  # `super().__init__(*args)`: what is unpacked after `args`, element by element
 
 
 @dataclass(slots=True)
@@ -246,7 +247,8 @@ class ModuleSummary:
 
         def site(c):
             return {"callees": c.callees, "args": c.args, "keywords": c.keywords, "span": span(c.span),
-                    "text": c.text, "receiver": c.receiver, "bound": c.bound, "decoration": c.decoration}
+                    "text": c.text, "receiver": c.receiver, "bound": c.bound, "decoration": c.decoration,
+                    "star": c.star}
 
         def region_call(c):
             return {"callees": c.callees, "api": c.api, "inference": c.inference, "span": span(c.span),
@@ -312,7 +314,8 @@ class ModuleSummary:
         def call_site(d):
             return CallSite(refs(d["callees"]), tuple(refs(a) for a in d["args"]),
                             {k: refs(v) for k, v in d["keywords"].items()}, span(d["span"]), d["text"],
-                            refs(d["receiver"]), d["bound"] is True, d.get("decoration") is True)
+                            refs(d["receiver"]), d["bound"] is True, d.get("decoration") is True,
+                            refs(d.get("star", ())))
 
         def region_call(d):
             return RegionCall(refs(d["callees"]), d["api"], d["inference"], span(d["span"]), d["text"],
@@ -1588,12 +1591,14 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
         self._call_site(node, callees, self._receiver(func, func_refs))
 
     def _call_site(self, node: ast.Call, callees: tuple[Ref, ...], receiver: tuple[Ref, ...] = ()) -> None:
-        args = tuple([self.refs(arg) if type(arg) in _MAY_REFER else () for arg in node.args])
+        starred = next((at for at, arg in enumerate(node.args) if type(arg) is ast.Starred), len(node.args))
+        args = tuple([self.refs(arg) if type(arg) in _MAY_REFER else () for arg in node.args[:starred]])
+        star = self.refs(node.args[starred].value) if starred < len(node.args) else ()  # `f(x, *rest)`
         keywords = {k.arg: refs for k in node.keywords if k.arg and (refs := self.refs(k.value))}
-        if any(args) or keywords or receiver:
+        if any(args) or keywords or receiver or star:
             span = span_of(node, self.lines)
             self.functions[self.function].call_sites.append(CallSite(callees, args, keywords, span, _short(span),
-                                                                     receiver))
+                                                                     receiver, star=star))
 
     def _parameter_called(self, node: ast.Call, callees: tuple[Ref, ...]) -> None:
         """The call site of a parameter whose default is a transform, for what a caller passes instead

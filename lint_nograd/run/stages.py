@@ -375,20 +375,27 @@ class Run:
         starts from the modules summarised before linking and the callers found since: a module the
         round before only looked into starts nothing (as in the first round), whatever it loaded."""
         seeds = {m for m, f in self.by_module.items() if f.facts and f.facts.summary}
+        handed: set[str] = set()  # modules with regions that calls hand a function applying a transform
         ahead = True
         while True:
             modules = {f.module: ModuleEntry(f.module, f.shown, f.is_package, f.facts and f.facts.summary,
                                              loaded=f.summarised) for f in self.by_module.values()}
             project = Project(modules, self._load, None if self.everything else self.leading_to_regions,
                               None if self.everything else self.transforming,
-                              None if self.everything else self.toward_transforms,
+                              None if self.everything else self.toward_transforms | handed,
                               None if self.everything else self.under_regions, self._passes)
             if ahead and self.workers.count > 1:  # in one process, ahead is only more work
                 self._summarise_ahead(project, sorted(seeds))
             ahead = False
             project.link(sorted(seeds))
             callers = self._callers_by_name(project) + self._regions_calling(project)
-            if not callers:
+            more = set() if self.everything else {  # what their calls run may be what is handed: linked again
+                module for module in project.handed_what_applies() - self.toward_transforms - handed
+                if (file := self.by_module.get(module)) is not None and file.index is not None and file.index.regions}
+            handed |= more
+            callers += [file for module in sorted(more) if not (file := self.by_module[module]).summarised
+                        and file not in callers]
+            if not callers and not more:
                 self._words.clear()  # no more names to look for
                 self._shared.clear()  # no more summaries to read
                 return project
