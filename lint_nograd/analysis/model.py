@@ -74,7 +74,8 @@ class GradModeChange:
         if self.leaked_from is not None:
             name = _last_name(self.expr.func)
             return ((f"`{name}` yields inside its `{self.describe()}` region, still entered while the loop runs",
-                     self.expr), (f"the `{self.describe()}` region of `{name}`", self.leaked_from.expr))
+                     self.expr), *(((f"the `{self.describe()}` region of `{name}`", self.leaked_from.expr),)
+                                   if self.leaked_from.expr is not self.expr else ()))  # (of another module)
         return ((f"the `{self.describe()}` region", self.expr),)
 
     def describe(self) -> str:
@@ -429,7 +430,7 @@ class SemanticModel:
             imported = next((self.makers[name] for name in self.scopes.qualified_names(target, scope)
                              if name in self.makers), None)
             if imported is not None:
-                return imported
+                return imported if imported[2] is not None else None  # (not a generator a loop enters)
         if type(target) is not ast.Name:
             return None
         binding = self.scopes.only_binding(target, scope)
@@ -578,10 +579,20 @@ class SemanticModel:
         for node in self.module.body:
             if type(node) in (ast.FunctionDef, ast.ClassDef) and \
                     len(self.scopes.module.bindings.get(node.name, ())) == 1:  # bound once, by this definition
-                mode = self._mode_defined(node, self.scopes.module)
+                mode = self._mode_defined(node, self.scopes.module) or self._iterated_mode(node)
                 if mode is not None:
                     found[node.name] = mode
         return found
+
+    def _iterated_mode(self, node: ast.AST) -> Optional[Mode]:
+        """The mode a generator function of this file yields in (every `yield` inside the same
+        disabling region, no condition), marked as one a loop over it enters (`decorates` None):
+        `for x in langevin(...)` runs its body there, the generator suspended in the region."""
+        if type(node) is not ast.FunctionDef or node.decorator_list or not self.yields(node):
+            return None
+        mode = self._yielded_in_mode(node, self.scopes.of.get(node, self.scopes.module))
+        return (mode[0], mode[1], None) if mode is not None and len(mode) == 3 and GradModeChange(
+            mode[0], mode[1], node, node, None).disables_grad else None
 
     def _wrapper_mode(self, function: ast.FunctionDef, scope: Scope,
                       factory: bool = True) -> Optional[Mode]:
@@ -894,11 +905,16 @@ class SemanticModel:
             if (change.disables_grad or change.when) and type(change.owner) in (ast.With, ast.AsyncWith) \
                     and change.function is not None and yields_in(change.owner.body):
                 leaking.setdefault(change.function, change)
-        if not leaking:
+        iterated = {name: mode for name, mode in self.makers.items() if mode[2] is None}
+        if not leaking and not iterated:
             return
         for loop, scope, function, frame_node in self._loops:
             for call in _iterated_calls(loop.iter):
                 region = leaking.get(self._local_function(call.func, scope))
+                imported = next((iterated[name] for name in self.qualified_names(call.func, scope) if name in iterated),
+                                None) if iterated and region is None else None
+                if imported is not None:  # another module's generator: its region stands at the call
+                    region = GradModeChange(imported[0], imported[1], call, call, None)
                 if region is not None:
                     change = GradModeChange(region.api, region.enabled, call, loop, function, region.when, region)
                     self.grad_mode_changes.append(change)

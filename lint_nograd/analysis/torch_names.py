@@ -101,8 +101,9 @@ def names_grad_disabling_api(data: bytes) -> bool:
 
 # What a function or class making a grad mode when called is written with (`SemanticModel.region_makers`):
 # a context manager of contextlib or a class's `__enter__`, a decorator's wrapper (`@wraps(fn)`, or
-# `def wrapper(*args, **kwargs)`), a function returning `torch.no_grad()`, a class extending one
-_MAY_MAKE = re.compile(rb"contextmanager|__enter__|\bwraps\b|\bdef\s+\w+\s*\(\s*\*\w|"
+# `def wrapper(*args, **kwargs)`), a function returning `torch.no_grad()`, a class extending one, a
+# generator yielding in a region (a loop over it runs there)
+_MAY_MAKE = re.compile(rb"contextmanager|__enter__|\bwraps\b|\bdef\s+\w+\s*\(\s*\*\w|\byield\b|"
                        rb"\breturn\s+[\w.]*\b(?:no_grad|inference_mode|set_grad_enabled|"
                        rb"enable_grad)\s*\(|\bclass\s+\w+\s*\([^)]*\b(?:no_grad|inference_mode|set_grad_enabled|enable_grad)\b")
 
@@ -206,9 +207,10 @@ class TextIndex:
 
 
 def _is_maker(maker: object) -> bool:
-    """[name, api, enabled, decorates] or, entered on an argument, [..., [position, name, value]]."""
+    """[name, api, enabled, decorates] (decorates None: a generator a loop enters) or, entered on an
+    argument, [..., [position, name, value]]."""
     return isinstance(maker, list) and len(maker) in (4, 5) and isinstance(maker[0], str) \
-        and isinstance(maker[1], str) and maker[2] in (True, False, None) and isinstance(maker[3], bool) and (
+        and isinstance(maker[1], str) and maker[2] in (True, False, None) and maker[3] in (True, False, None) and (
             len(maker) == 4 or isinstance(maker[4], list) and len(maker[4]) == 3 and type(maker[4][0]) is int
             and isinstance(maker[4][1], str) and isinstance(maker[4][2], bool))
 
