@@ -646,6 +646,17 @@ def test_one_call_runs_a_transform_and_a_backward_the_region_changes():
             call(x)
 
 
+def test_backward_through_an_element_a_region_computes():
+    """fixtures/checker/ng003_tuple_elements.py: the key the encoder computes under `no_grad` has no
+    graph, and differentiating it raises; the loss beside it has one."""
+    module = checker_fixture("ng003_tuple_elements")
+    encoder, x = module.MomentumEncoder(), torch.ones(2, 3)
+    module.contrastive_step(encoder, x)
+    assert encoder.query.weight.grad is not None
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        module.key_norm(encoder, x)
+
+
 def test_a_model_from_a_container_class_registry():
     """fixtures/checker/ng004_container_registry.py: the model built by name from a `dict`
     subclass its decorator fills disagrees between forward and reverse mode; the look-alike agrees."""

@@ -13,7 +13,7 @@ import ast
 import bisect
 import itertools
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator, Mapping, Optional
 
 from lint_nograd.analysis import tensor_ops, torch_names
@@ -178,6 +178,7 @@ class BackwardThroughCall:
     assigned_at: ast.stmt
     callee: ast.expr  # `f`
     scope: Scope  # where `f` is looked up
+    element: Optional[int] = None  # `_, y = f(...)`: the element of what `f` returns (1)
 
 
 @dataclass(eq=False)
@@ -188,6 +189,7 @@ class _GraphlessValue:
     callee: Optional[ast.expr] = None
     scope: Optional[Scope] = None
     made: bool = False  # made from literals by torch's functions (`torch.randint(0, 3, (6,))`): no graph anywhere
+    element: Optional[int] = None  # `loss, k = f(b)`: the element of what `callee` returns
 
 
 @dataclass(eq=False)
@@ -328,6 +330,8 @@ class SemanticModel:
         # `loss`, `Net.forward`, `outer.<locals>.inner` (Python's __qualname__; `f#2` for a second `f`)
         self.qualified_name: dict[ast.AST, str] = {}
         self.returns: dict[ast.AST, list[Optional[GradModeChange]]] = {}  # per walked function: graphless returns
+        # per walked function, of each return: the region computing each element of a tuple it hands back
+        self.element_returns: dict[ast.AST, list[Optional[tuple[Optional[GradModeChange], ...]]]] = {}
         self.backwards_through_calls: list[BackwardThroughCall] = []
         self._yield_lines: Optional[list[int]] = None  # the lines that spell `yield` (`yields`)
         self._globals: list[tuple[ast.Global, Scope]] = []  # `global` statements of functions
@@ -1160,7 +1164,8 @@ class _FrameWalker(TableVisitor):
                 else:
                     self._frame.empty_lists.pop(name, None)
                 if graphless is not None:
-                    self._frame.graphless[name] = graphless
+                    self._frame.graphless[name] = graphless if type(target) is ast.Name or graphless.callee is None \
+                        else _element(graphless, target, name)
                 else:
                     self._frame.graphless.pop(name, None)
                 if computed is not None and len(targets) == 1 and isinstance(target, ast.Name):
@@ -1324,7 +1329,7 @@ class _FrameWalker(TableVisitor):
                                                                         value.assigned_at, value.region))
             else:  # `evaluate(b).backward()`, `y.backward()` after `y = evaluate(b)`: linking tells
                 self.model.backwards_through_calls.append(
-                    BackwardThroughCall(call, name, value.assigned_at, value.callee, value.scope))
+                    BackwardThroughCall(call, name, value.assigned_at, value.callee, value.scope, value.element))
             return
 
     def visit_Return(self, node: ast.Return) -> None:
@@ -1333,10 +1338,13 @@ class _FrameWalker(TableVisitor):
         if self._frame.function is None or node.value is None:
             return
         region = self._returned_region(node.value, node)
-        if region is None and type(node.value) is ast.Tuple and node.value.elts:  # `return loss, acc.item()`
-            regions = [self._returned_region(element, node) for element in node.value.elts]
-            region = regions[0] if all(regions) else None
+        regions = None
+        if type(node.value) is ast.Tuple and node.value.elts and \
+                not any(type(element) is ast.Starred for element in node.value.elts):  # `return loss, acc.item()`
+            regions = tuple([self._returned_region(element, node) for element in node.value.elts])
+            region = region or (regions[0] if all(regions) else None)
         self.model.returns.setdefault(self._frame.function, []).append(region)
+        self.model.element_returns.setdefault(self._frame.function, []).append(regions)
 
     def _returned_region(self, value: ast.expr, node: ast.Return) -> GradModeChange | None:
         region = self._region_computing(value)
@@ -1471,6 +1479,15 @@ def _calls_a_model(loss: ast.Call, is_torch: Callable[[ast.expr], bool],
                 names.append(value)
         todo = names
     return False
+
+
+def _element(value: _GraphlessValue, target: ast.Tuple | ast.List, name: str) -> _GraphlessValue:
+    """What `name` holds of what a call returns, unpacked into `target` (`loss, k = f(b)`): the
+    element in its place, when the target is flat names (else the whole, as told of every element)."""
+    names = [element.id if type(element) is ast.Name else None for element in target.elts]
+    if None in names or names.count(name) != 1:
+        return value
+    return replace(value, element=names.index(name))
 
 
 def _tensor_method(name: str) -> bool:

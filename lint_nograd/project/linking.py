@@ -2229,16 +2229,36 @@ class Project:
         """The function, returning values it computes in a region, that a backward site's value comes
         from: directly, or through functions each return of which hands back what such a call returns."""
         for value in self._values(module, site.callees):  # lazily: the first found is the answer
-            for callee in self.runs(value):
-                found = self._graphless((callee[1], callee[2]), set())
-                if found is not None:
-                    return found
+            if value[0] == "P":  # `encoder(x)` with `encoder` a parameter: what every call passes, if each has none
+                found = [self._graphless_run(passed, site.element) for passed in self.passed(*value[1:])]
+                if found and all(found):
+                    return found[0]
+            found = self._graphless_run(value, site.element)
+            if found is not None:
+                return found
         for ref in site.callees:  # `certifier.margin(x, y)`, a method of what a parameter is given
             for callee in self._called_on_held(module, ref):
                 found = self._graphless((callee[1], callee[2]), set())
                 if found is not None:
                     return found
         return None
+
+    def _graphless_run(self, value: Value, element: Optional[int]) -> Optional[tuple[str, Function]]:
+        """`_graphless` (or `_graphless_element`) of the first function running `value` runs."""
+        for callee in self.runs(value):
+            key = (callee[1], callee[2])
+            found = self._graphless(key, set()) or self._graphless_element(key, element)
+            if found is not None:
+                return found
+        return None
+
+    def _graphless_element(self, key: FunctionKey, element: Optional[int]) -> Optional[tuple[str, Function]]:
+        """(module, the function, as if it returned only that element) when each return of `key`
+        hands back a tuple whose `element` it computes in a region (`_, k = encoder(a, b)`)."""
+        function = self.function(key) if element is not None else None
+        found = function.element_regions[element] if function is not None and element < len(function.element_regions) \
+            else None
+        return (key[0], replace(function, returns_region=found[0], returns_api=found[1])) if found else None
 
     def _graphless(self, key: FunctionKey, seen: set) -> Optional[tuple[str, Function]]:
         """(module, the function whose region computes it) when nothing `key` returns has a graph."""

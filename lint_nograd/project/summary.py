@@ -167,6 +167,8 @@ class Function:
     # what it calls only where the value goes nowhere it computes: a statement (`f(x)`, `print(f(x))`)
     # or a store into an attribute (`self.last = f(x)`): the callee -> those attributes' names
     unused_results: dict[Ref, tuple[str, ...]] = field(default_factory=dict)
+    # every return hands back a tuple as long: for each element, (region, api) when each computes it in one
+    element_regions: tuple[Optional[tuple[Span, str]], ...] = ()
 
 
 @dataclass(slots=True)
@@ -208,6 +210,7 @@ class BackwardSite:
     name: str
     assigned_row: int
     span: Span
+    element: Optional[int] = None  # `_, y = f(...)`: the element of what `f` returns (1)
 
 
 @dataclass(slots=True)
@@ -262,6 +265,7 @@ class ModuleSummary:
             "functions": {name: {"params": f.params, "kwonly": f.kwonly, "calls": f.calls,
                                  "call_sites": [site(c) for c in f.call_sites], "sources": [source(x) for x in f.sources],
                                  "returns_region": span(f.returns_region), "returns_api": f.returns_api,
+                                 "element_regions": [[span(e[0]), e[1]] if e else None for e in f.element_regions],
                                  "reads": f.reads, "region_calls": [region_call(c) for c in f.region_calls],
                                  "applied": [applied(a) for a in f.applied], "guarded": f.guarded,
                                  "shielded": f.shielded,
@@ -280,7 +284,8 @@ class ModuleSummary:
                          "returned_only": r.returned_only, "adds": r.adds}
                         for r in self.regions],
             "backwards": [{"callees": b.callees, "callee_text": b.callee_text, "name": b.name,
-                           "assigned_row": b.assigned_row, "span": span(b.span)} for b in self.backwards],
+                           "assigned_row": b.assigned_row, "span": span(b.span), "element": b.element}
+                          for b in self.backwards],
             "properties": self.properties,
             "lambdas": self.lambdas,
             "returns": self.returns,
@@ -335,7 +340,9 @@ class ModuleSummary:
                                     refs(f.get("returns_through", ())), kind=f.get("kind", ""),
                                     varargs=f.get("varargs", ""), varkw=f.get("varkw", ""),
                                     unused_results={refs([ref])[0]: tuple(attributes)
-                                                    for ref, attributes in f.get("unused_results", ())})
+                                                    for ref, attributes in f.get("unused_results", ())},
+                                    element_regions=tuple((span(e[0]), e[1]) if e else None
+                                                          for e in f.get("element_regions", ())))
                      for name, f in data["functions"].items()}
         classes = {name: Class(tuple(refs(b) for b in c["bases"]), dict(c["methods"]),
                                {k: refs(v) for k, v in c["attributes"].items()})
@@ -350,7 +357,7 @@ class ModuleSummary:
                           r.get("returned_only") is True, tuple(r.get("adds", ())))
                    for r in data["regions"]]
         backwards = [BackwardSite(refs(b["callees"]), b["callee_text"], b["name"], b["assigned_row"],
-                                  span(b["span"])) for b in data["backwards"]]
+                                  span(b["span"]), b.get("element")) for b in data["backwards"]]
         return cls(functions, classes, {k: refs(v) for k, v in data["names"].items()}, regions, backwards,
                    list(data["properties"]), dict(data.get("lambdas", {})),
                    {k: refs(v) for k, v in data.get("returns", {}).items()},
@@ -1954,10 +1961,14 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             calls = self._returned_calls.get(name)
             if calls is None or type(node) is not ast.FunctionDef or self.model.yields(node):
                 continue
+            function = self.functions[name]
+            elements = self.model.element_returns.get(node) or [None]
+            if all(e is not None and len(e) == len(elements[0]) for e in elements):  # `return loss, k`, each
+                function.element_regions = tuple((span_of(first[0].expr, self.lines), first[0].describe())
+                                                 if all(first) else None for first in zip(*elements))
             regions = self.model.returns.get(node) or [None] * len(calls)
             if len(regions) != len(calls) or not all(r is not None or c for r, c in zip(regions, calls)):
                 continue  # a return with a graph
-            function = self.functions[name]
             first = next((r for r in regions if r is not None), None)
             if first is not None:
                 function.returns_region = span_of(first.expr, self.lines)
@@ -1971,7 +1982,8 @@ class _Summariser(TableVisitor, leaves=frozenset({ast.Name, ast.alias, ast.Pass,
             callees = self.refs(backward.callee, backward.scope)
             if callees:
                 sites.append(BackwardSite(callees, short(backward.callee, self.lines), backward.name,
-                                          backward.assigned_at.lineno, span_of(backward.call, self.lines)))
+                                          backward.assigned_at.lineno, span_of(backward.call, self.lines),
+                                          backward.element))
         return sites
 
 
