@@ -657,6 +657,16 @@ def test_backward_through_an_element_a_region_computes():
         module.key_norm(encoder, x)
 
 
+def test_a_transform_in_the_forward_of_a_model_handed_to_a_decorated_function():
+    """fixtures/checker/ng001_given_models.py: `jacrev` in a layer of the flow `encode` is given
+    computes under `@torch.no_grad()` the log-determinant it computes without it (NG001)."""
+    module = checker_fixture("ng001_given_models")
+    torch.manual_seed(0)
+    flow, x = module.Flow(3, 2), torch.randn(4, 3)
+    (_, inside), (_, outside) = module.encode(flow, x), module.encode.__wrapped__(flow, x)
+    assert torch.allclose(inside, outside) and not inside.requires_grad and outside.requires_grad
+
+
 def test_a_model_from_a_container_class_registry():
     """fixtures/checker/ng004_container_registry.py: the model built by name from a `dict`
     subclass its decorator fills disagrees between forward and reverse mode; the look-alike agrees."""

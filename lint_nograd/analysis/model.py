@@ -325,6 +325,7 @@ class SemanticModel:
         # `_class_mode`, `_mode_made_by`: of the classes and the functions looked at
         self._class_modes: dict[ast.AST, Optional[Mode]] = {}
         self._pure: dict[ast.AST, bool] = {}  # `computes_from_parameters`, of the functions looked at
+        self._pure_depth = 0  # how many of them are being looked at, one inside another
         # `held_by_self`: by (class, attribute name), each store of a method into `self.<name>`
         self._self_stores: Optional[dict[tuple[ast.AST, str], list[tuple[Optional[ast.expr], Scope]]]] = None
         # `loss`, `Net.forward`, `outer.<locals>.inner` (Python's __qualname__; `f#2` for a second `f`)
@@ -473,8 +474,14 @@ class SemanticModel:
         if type(node) is not ast.FunctionDef or node.decorator_list:
             return False
         if node not in self._pure:
+            if self._pure_depth >= _MAX_PURE_DEPTH:  # (a chain of helpers this long is not followed)
+                return False
             self._pure[node] = False  # (a function calling itself is not known)
-            self._pure[node] = self._from_parameters(node, self.scopes.of.get(node, binding.scope))
+            self._pure_depth += 1
+            try:
+                self._pure[node] = self._from_parameters(node, self.scopes.of.get(node, binding.scope))
+            finally:
+                self._pure_depth -= 1
         return self._pure[node]
 
     def _from_parameters(self, function: ast.FunctionDef, scope: Scope) -> bool:
@@ -714,7 +721,7 @@ class SemanticModel:
                 else:  # `self.context.__enter__()` after `self.context = torch.no_grad()`
                     made, at = self._region_object(entered, inner)
                     found = self._made_mode(made, at) if made is not None else None
-            found = found and (found[0], found[1], False)
+            found = found and (found[0], found[1], _decorates_by_entering(cls))
         self._class_modes[cls] = found
         return found
 
@@ -723,6 +730,10 @@ class SemanticModel:
         """The grad mode a call (`called`) or a class sets when entered: `torch.no_grad()`,
         `torch.set_grad_enabled(False)`, `frozen()` for a class of this file (`_class_mode`); None
         for a mode a flag chooses."""
+        if called and type(expr) is ast.IfExp:  # `torch.inference_mode() if serving else torch.no_grad()`
+            modes = {self._made_mode(expr.body, scope), self._made_mode(expr.orelse, scope)}
+            return ("no_grad", False, True) if None not in modes and all(
+                GradModeChange(*mode[:2], expr, expr, None).disables_grad for mode in modes) else None
         if called:
             if type(expr) is not ast.Call:
                 return None
@@ -767,9 +778,10 @@ class SemanticModel:
         values = [node.value for function in owner.node.body if isinstance(function, ast.FunctionDef)
                   for node in walk(function) if isinstance(node, ast.Assign)
                   for target in node.targets if isinstance(target, ast.Attribute) and target.attr == expr.attr
-                  and isinstance(target.value, ast.Name) and target.value.id == expr.value.id]
-        if values and all(isinstance(v, ast.Call) and ast.dump(v) == ast.dump(values[0]) for v in values):
-            return values[0], owner.parent
+                  and isinstance(target.value, ast.Name) and target.value.id == expr.value.id
+                  and not (type(node.value) is ast.Constant and node.value.value is None)]  # (`= None` first)
+        if values and all(isinstance(v, (ast.Call, ast.IfExp)) and ast.dump(v) == ast.dump(values[0]) for v in values):
+            return values[0], method if type(values[0]) is ast.IfExp else owner.parent
         return None, scope
 
     def change_at(self, expr: ast.expr) -> GradModeChange | None:
@@ -1386,6 +1398,7 @@ class _FrameWalker(TableVisitor):
         self.generic_visit(node)
 
 
+_MAX_PURE_DEPTH = 32  # helpers calling helpers, looked into by `computes_from_parameters`
 _GRAD_MODES = torch_names.NO_GRAD | torch_names.ENABLE_GRAD | torch_names.SET_GRAD_ENABLED | \
     torch_names.INFERENCE_MODE
 _TRY_STAR = (ast.TryStar,) if hasattr(ast, "TryStar") else ()
@@ -1644,6 +1657,28 @@ def _returns(statements: list[ast.stmt]) -> Iterator[ast.Return]:
             yield node
         elif type(node) in _COMPOUND and type(node) not in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
             stack += [statement for block in _blocks(node) for statement in block]
+
+
+def _decorates_by_entering(cls: ast.ClassDef) -> bool:
+    """Whether the class's `__call__(self, fn)` returns a wrapper running `fn` inside `with self:`
+    (or a new object of the class: `with type(self)(...)`, `with self.__class__(...)`)."""
+    call = _defines(cls, "__call__")
+    if call is None or len(call.args.args) != 2:
+        return False
+    itself, given = call.args.args[0].arg, call.args.args[1].arg
+    returned = [node.value for node in _returns(call.body)]
+    inner = next((node for node in call.body if type(node) is ast.FunctionDef and len(returned) == 1
+                  and type(returned[0]) is ast.Name and returned[0].id == node.name), None)
+    body = [statement for statement in inner.body if not _is_docstring(statement)] if inner is not None else []
+    if len(body) != 1 or type(body[0]) is not ast.With or len(body[0].items) != 1 or len(body[0].body) != 1:
+        return False
+    entered, run = body[0].items[0].context_expr, body[0].body[0]
+    maker = entered.func if type(entered) is ast.Call else None
+    return (type(entered) is ast.Name and entered.id == itself or type(maker) is ast.Name and maker.id == cls.name
+            or type(maker) is ast.Attribute and maker.attr == "__class__" or type(maker) is ast.Call
+            and type(maker.func) is ast.Name and maker.func.id == "type") \
+        and type(run) is ast.Return and type(run.value) is ast.Call and type(run.value.func) is ast.Name \
+        and run.value.func.id == given
 
 
 def _defines(cls: ast.ClassDef, name: str) -> ast.FunctionDef | None:

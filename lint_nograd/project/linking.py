@@ -2101,14 +2101,16 @@ class Project:
 
     def _given_what_applies(self, parameter: tuple[str, str, str]) -> bool:
         """Whether a call of the parameter's function, named so in the loaded modules, may pass it a
-        function named as one that applies a transform (`leapfrog(self.vector_field, z, dt)`): told by
-        names alone, for speed, before what the calls pass is looked for."""
+        function named as one that applies a transform (`leapfrog(self.vector_field, z, dt)`), or an
+        object made there when a `forward` applies one (`encode(Flow(d), x)`): told by names alone,
+        for speed, before what the calls pass is looked for."""
         found = self._given_applying.get(parameter)
         if found is None:
             applying = self.names_applying()
+            modules = "forward" in applying or "__call__" in applying  # (an object given: what calling it runs)
             found = self._given_applying[parameter] = any(
-                _last_name(ref) in applying for _, site in self._sites_named(called_as(parameter[1]))
-                for refs in _arguments(site) for ref in refs)
+                _last_name(ref) in applying or modules and ref[0] == "call" and ref[1][0] in ("cls", "imp")
+                for _, site in self._sites_named(called_as(parameter[1])) for refs in _arguments(site) for ref in refs)
         return found
 
     def names_applying(self) -> set[str]:
@@ -2790,7 +2792,10 @@ def _attribute_read(ref: Ref) -> bool:
 
 
 def _last_name(ref: Ref) -> str:
-    """The name a callee ref ends with: `Net` for `pkg.nets.Net`, `export` for `net.export`."""
+    """The name a callee ref ends with: `Net` for `pkg.nets.Net`, `export` for `net.export`, `encode`
+    for a function `encode` decorated."""
+    while ref[0] == "decorated":
+        ref = ref[1]
     if ref[0] in ("imp", "fn", "cls"):
         return ref[1].rpartition(".")[2]
     return ref[2] if ref[0] == "attr" else ""
