@@ -17,6 +17,7 @@ SET_GRAD_ENABLED = frozenset(f"{m}.set_grad_enabled" for m in _GRAD_MODE_MODULES
 INFERENCE_MODE = frozenset(f"{m}.inference_mode" for m in _GRAD_MODE_MODULES)
 
 # The text a file must contain for any grad-disabling region to be spelled in it: the engine's gate.
+GRAD_MODE_APIS = NO_GRAD | ENABLE_GRAD | SET_GRAD_ENABLED | INFERENCE_MODE
 GRAD_DISABLING_WORDS = ("no_grad", "set_grad_enabled", "inference_mode")
 GRAD_MODE_WORDS = (*GRAD_DISABLING_WORDS, "enable_grad")
 

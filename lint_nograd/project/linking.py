@@ -18,7 +18,7 @@ from itertools import chain
 from pathlib import Path, PurePath
 from typing import NamedTuple, Optional
 
-from lint_nograd.analysis import entry_points, library
+from lint_nograd.analysis import entry_points, library, torch_names
 from lint_nograd.analysis.entry_points import DROPS, FORWARD, REVERSE
 from lint_nograd.analysis.varied import CAPTURED, UNKNOWN
 from lint_nograd.project.summary import (
@@ -2793,12 +2793,19 @@ def _attribute_read(ref: Ref) -> bool:
 
 def _last_name(ref: Ref) -> str:
     """The name a callee ref ends with: `Net` for `pkg.nets.Net`, `export` for `net.export`, `encode`
-    for a function `encode` decorated."""
-    while ref[0] == "decorated":
+    for a function `encode` decorated with a grad mode (`@torch.no_grad()`: calling it calls `encode`)."""
+    while ref[0] == "decorated" and _is_grad_mode(ref[2]):
         ref = ref[1]
     if ref[0] in ("imp", "fn", "cls"):
         return ref[1].rpartition(".")[2]
     return ref[2] if ref[0] == "attr" else ""
+
+
+def _is_grad_mode(decorator: Ref) -> bool:
+    """`torch.no_grad()`, `torch.inference_mode`, ...: a decorator whose wrapper passes its arguments on."""
+    if decorator[0] == "call":
+        decorator = decorator[1]
+    return decorator[0] == "imp" and decorator[1] in torch_names.GRAD_MODE_APIS
 
 
 def _self_parameter(summary: ModuleSummary, module: str, function: str):
