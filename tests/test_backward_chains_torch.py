@@ -42,4 +42,4 @@ def test_reported_exactly_where_backward_raises(capsys, monkeypatch):
                                   "through_a_held_object", "with_labels_made_here", "unpacked_from_a_tuple",
                                   "through_a_method_given_made_values", "saliency_unless_training", "top_score",
                                   "first_output", "top_values", "through_a_plain_helper", "through_the_call_form",
-                                  "with_labels_given", "through_a_helper_with_a_region", "first_of_a_pair"}
+                                  "with_labels_given", "through_a_helper_with_a_region", "first_of_a_pair", "after_a_loop"}

@@ -1047,12 +1047,14 @@ class _FrameWalker(TableVisitor):
     def qualified_names(self, expr: ast.expr) -> frozenset[str]:
         return self.scopes.qualified_names(expr, self._scope)
 
-    def _branch(self, statements: list[ast.stmt], condition: bool = True) -> None:
-        self._frame.blocks.append(next(self._branch_ids))
+    def _branch(self, statements: list[ast.stmt], condition: bool = True) -> int:
+        block = next(self._branch_ids)
+        self._frame.blocks.append(block)
         self._frame.conditions += condition
         self._visit_all(statements)
         self._frame.conditions -= condition
         self._frame.blocks.pop()
+        return block
 
     # -- nested scopes: their bodies run later, or are walked as frames of their own -----------
 
@@ -1121,10 +1123,22 @@ class _FrameWalker(TableVisitor):
         change = self.model.change_at(node)  # a generator suspended in a region runs the body in it
         if change:
             self._frame.push(change)
-        self._branch(node.body, condition=False)
+        body = self._branch(node.body, condition=False)
         if change:
             self._frame.pop()  # exhausted (or closed by `break`): the generator has left its region
+        self._held_after(node, body)
         self._branch(node.orelse, condition=False)
+
+    def _held_after(self, loop: ast.For | ast.AsyncFor, body: int) -> None:
+        """After a loop, a name its body binds (not in a branch of it) and nothing else in the
+        function binds holds what the last pass gave it (`vloss, acc = evaluate(m)` in the loop,
+        `vloss.backward()` after it), if the loop ran at all: else the name is not bound."""
+        inner = (*self._frame.blocks, body)
+        end = loop.end_lineno or loop.lineno
+        for name, value in list(self._frame.graphless.items()):
+            if value.blocks == inner and all(loop.lineno <= getattr(binding.node, "lineno", 0) <= end
+                                             for binding in self._scope.bindings.get(name, ())):
+                self._frame.graphless[name] = replace(value, blocks=tuple(self._frame.blocks))
 
     visit_AsyncFor = visit_For
 
