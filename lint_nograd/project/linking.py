@@ -455,6 +455,10 @@ class Project:
         elif kind == "item":
             for value in self.resolve(module, ref[1], depth + 1):
                 yield from self._elements_of(value, depth + 1, ref[2] if len(ref) > 2 else None)
+        elif kind == "star":  # an element of what `*args` holds, in its place, handed on to an `__init__`
+            for value in self.resolve(module, ref[1], depth + 1):
+                yield from self._elements_passed(value, depth, ref[2]) if value[0] == "P" and depth < _MAX_DEPTH \
+                    else self._elements_of(value, depth + 1, ref[2])
         elif kind == "slice":  # `ls[1:]`: the elements from index 1 are from 0 in it; other slices lose their order
             for value in self.resolve(module, ref[1], depth + 1):
                 if value[0] == "B" and len(value) > 2:
@@ -506,8 +510,8 @@ class Project:
                     elif made[0] == "I":
                         for step in self._member(made[1], made[2], "__next__", True, set()):
                             yield from self.returned(step, depth + 1)
-        elif kind == "P" and (self._following or type(key) is int) and depth < _MAX_DEPTH:
-            yield from self._elements_passed(value, depth, key)  # (one in its place: `*args` passed on)
+        elif kind == "P" and self._following and depth < _MAX_DEPTH:
+            yield from self._elements_passed(value, depth, key)
         elif kind == "G":
             yield from self._filled(value)
 
@@ -1163,10 +1167,10 @@ class Project:
                 found.append((callee, params[index], refs))
             elif refs and function.varargs:  # `def f(*models)`: a tuple of them, in their places
                 found.append((callee, function.varargs, tuple([("box", ref, index - len(params)) for ref in refs])))
-        if site.star:  # `super().__init__(*args)`: each parameter from there on takes an element, in order
-            start = len(site.args) + offset
+        if site.star and callee[2].endswith(".__init__"):  # `super().__init__(*args)`: each parameter from
+            start = len(site.args) + offset  # there on takes an element, in order
             for index in range(start, len(params)):
-                found.append((callee, params[index], tuple([("item", ref, index - start) for ref in site.star])))
+                found.append((callee, params[index], tuple([("star", ref, index - start) for ref in site.star])))
         for keyword, refs in site.keywords.items():
             if keyword in params or keyword in function.kwonly:
                 found.append((callee, keyword, refs))
@@ -2569,7 +2573,7 @@ _EVERYTHING = _Everything()
 _LIBRARIES_THAT_READ_NOTHING = ("torch.", "math.", "numpy.", "functools.", "operator.", "contextlib.", "itertools.",
                                  "typing.", "random.", "time.", "warnings.", "logging.")  # of our attributes
 # the kinds of ref whose value comes from an inner ref
-_WRAPPING = ("attr", "inst", "call", "wrap", "box", "item", "super", "read", "decorated", "slice", "kept")
+_WRAPPING = ("attr", "inst", "call", "wrap", "box", "item", "super", "read", "decorated", "slice", "kept", "star")
 _PASSED = ("param", "wrap")  # the kinds of ref that may stand for a parameter
 _UNSEEN = object()  # not looked up yet (None is an answer)
 _MAX_CLOSURE = 64  # the refs a closure walk looks at, at most
