@@ -895,9 +895,9 @@ class Project:
         key = (module, init, parameter)
         cls = init.rpartition(".")[0]
         names = (called_as(init), *self._inheriting(module, cls, "__init__")) if objects is None else \
-            [name.rpartition(".")[2] for _, name in objects]
+            [name.rpartition(".")[2] for _, name in sorted(objects)]
         sites = [site for name in names for site in self._sites_named(name)]
-        for sub in self._subclasses(module, cls) if objects is None else objects:  # `super().__init__(*args)`
+        for sub in self._subclasses(module, cls) if objects is None else sorted(objects):  # `super().__init__(*args)`
             function = self.function((sub[0], f"{sub[1]}.__init__"))
             sites += [(sub[0], site) for site in (function.call_sites if function is not None else ())
                       if any(_last_name(ref) == "__init__" for ref in site.callees)]
@@ -2042,7 +2042,7 @@ class Project:
             own = self._method_class(caller) if caller is not None and named else None
             for ref in named:
                 if own is not None and ref[0] == "attr" and ref[1] == ("inst", ("cls", own)):  # `self.hvp(f, p, v)`
-                    held = [m for cls in objects for m in self._member(*cls, ref[2], True, set())] \
+                    held = [m for cls in sorted(objects) for m in self._member(*cls, ref[2], True, set())] \
                         if objects is not None else [*self._functions(module, [ref]), *self._overrides(module, own, ref[2])]
                     functions = [function for member in held for function in (
                         self.runs(member) if objects is None or member[0] != "P" or not member[2].endswith(".__init__")
