@@ -495,7 +495,7 @@ class SemanticModel:
             statement = statements.pop()
             kind = type(statement)
             if kind is ast.With and all(item.optional_vars is None and type(item.context_expr) is ast.Call and
-                                        self.qualified_names(item.context_expr.func, scope) & _GRAD_MODES
+                                        self.qualified_names(item.context_expr.func, scope) & torch_names.GRAD_MODE_APIS
                                         for item in statement.items):
                 statements += reversed(statement.body)  # `with torch.no_grad(): w = (1 - p) ** 2`: no new graph
                 continue
@@ -1413,8 +1413,6 @@ class _FrameWalker(TableVisitor):
 
 
 _MAX_PURE_DEPTH = 32  # helpers calling helpers, looked into by `computes_from_parameters`
-_GRAD_MODES = torch_names.NO_GRAD | torch_names.ENABLE_GRAD | torch_names.SET_GRAD_ENABLED | \
-    torch_names.INFERENCE_MODE
 _TRY_STAR = (ast.TryStar,) if hasattr(ast, "TryStar") else ()
 _COMPOUND = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.With, ast.AsyncWith, ast.If,
                        ast.While, ast.For, ast.AsyncFor, ast.Try, *_TRY_STAR,
