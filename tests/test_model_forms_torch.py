@@ -618,6 +618,26 @@ def test_a_transform_in_a_method_of_what_an_object_was_given_runs_despite_the_re
             del sys.modules[name]
 
 
+def test_a_callback_an_instance_is_called_with_runs_its_transform_despite_the_region():
+    """fixtures/projects/instance_callbacks: the closure `sharpener()` makes, handed to a `Pipe`
+    whose `__call__` runs it under `@torch.no_grad()`, differentiates there as without the region
+    (NG001), where autograd itself there has no graph; `torch.tanh` handed the same way
+    differentiates nothing."""
+    project = Path(__file__).parent / "fixtures" / "projects" / "instance_callbacks"
+    sys.path.insert(0, str(project))
+    try:
+        sharpen = importlib.import_module("scripts.sharpen")
+        pipe = importlib.import_module("pkg.pipe")
+        assert torch.allclose(sharpen.main(), torch.diag(torch.cos(torch.ones(3))))
+        with torch.no_grad():
+            assert not torch.sin(X.clone().requires_grad_()).requires_grad
+        assert not pipe.Pipe()(X.clone().requires_grad_(), callback=torch.tanh).requires_grad
+    finally:
+        sys.path.remove(str(project))
+        for name in [name for name in sys.modules if name.partition(".")[0] in ("pkg", "scripts")]:
+            del sys.modules[name]
+
+
 def test_a_transform_stored_or_made_at_the_top_level_runs_despite_the_region():
     """fixtures/checker/ng001_held_transforms.py: the score `__init__` stores on `self`, and the one
     made at the module's top level, differentiate under `no_grad` as without it (NG001), where

@@ -176,9 +176,26 @@ def test_the_callers_of_a_function_are_the_files_that_import_it_or_read_it_as_an
     assert stages.mentions_any(text, stages._spelled("directional"), shown) is found
 
 
+@pytest.mark.parametrize("text, found", [
+    (b"from ops import directional as d\nd(f, x, v)\n", True),
+    (b"import ops\nops.directional (f, x, v)\n", True),
+    (b"import ops\nrun = ops.directional  # bound, then called\nrun(f, x, v)\n", True),
+    (b"import ops\n\n\n@ops.directional\ndef f(x):\n    return x\n", True),
+    (b"import ops\ngetattr(ops, 'directional')(f, x, v)\n", True),
+    (b"import ops\n\n\nclass Probe(ops.Base):\n    def directional(self, f):\n        return f\n", False),
+    (b"import ops\nnodes = ops.directional.nodes\n", False),  # read, not called
+])
+def test_the_callers_of_a_method_are_the_files_where_a_call_may_end_with_its_name(text, found):
+    """A method is looked for by its name alone: a file whose only `directional` is the name of its
+    own `def` (an override), or an attribute read further, calls no `directional`."""
+    assert stages.mentions_any(text, stages._spelled("Probe.directional", called=True), "a.py") is found
+
+
 def test_a_dunder_method_is_looked_for_by_its_class():
     """`Probe.__call__` runs where a `Probe` is called: files naming `Probe` are its callers."""
     assert stages._spelled("Probe.__call__") == ".Probe"
     assert stages._spelled("Probe.set") == ".set"
     assert stages._spelled("register.<locals>.store") == ".register"
     assert stages._spelled("<lambda>@3:4") == ""
+    assert stages._spelled("Probe.__call__", called=True) == ".Probe"  # (subclassed by name, not called)
+    assert stages._spelled("Probe.set", called=True) == "(.set"

@@ -101,8 +101,8 @@ def traced_minus_eager(owner, function) -> float:
 CASES = [project for project in sorted(PROJECTS.iterdir()) if project.is_dir()]
 # projects whose findings are of other rules, each run with torch by a test of its own
 # ... tests/test_backward_chains_torch.py, tests/test_grad_mode_calls_torch.py, test_reach_forms_torch.py,
-# test_model_forms_torch.py (held_objects)
-NO_REGION_FINDINGS = ("backward_through_calls", "generators", "grad_mode_calls", "held_objects")
+# test_model_forms_torch.py (held_objects, instance_callbacks)
+NO_REGION_FINDINGS = ("backward_through_calls", "generators", "grad_mode_calls", "held_objects", "instance_callbacks")
 # projects whose region is in a closure (a hook) or a context manager's generator, which these tests cannot
 # call alone: run by a test of their own (tests/test_reach_forms_torch.py runs imported_makers' cases)
 RUN_ALONE = ("hooked_helpers", "imported_makers")

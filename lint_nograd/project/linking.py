@@ -199,6 +199,8 @@ class Project:
         self._varied: dict[tuple[FunctionKey, str], frozenset[str]] = {}  # see `_reach`, `varied_params`
         self._aux: dict[tuple[FunctionKey, str], bool] = {}  # see `_reach`, `only_for_aux`
         self._closures: dict[Value, tuple[Value, ...]] = {}  # `_passed_closure`
+        self._called_of: dict[Value, tuple[Value, ...]] = {}  # `_called`, for parameters
+        self._bound: dict[int, tuple] = {}  # `_helpers`, by call site
         self._typed: dict[tuple[str, str, str], tuple[list, set]] = {}  # `_typed_by_use`
         self._having: tuple[int, dict, dict] = (-1, {}, {})  # `_classes_defining`
         self._decorations: list[tuple[str, tuple[Ref, ...], tuple[Ref, ...]]] = []  # `_filled`, from the
@@ -998,7 +1000,7 @@ class Project:
         self._unnamed_depth += 1
         try:
             callees = list(dict.fromkeys(value for called in self._values(caller, site.callees)
-                                         for value in self._called(called, set())))
+                                         for value in self._called(called)))
         finally:
             self._unnamed_depth -= 1
             low = self._low
@@ -1295,8 +1297,22 @@ class Project:
             found = self._origins[key] = found or None
         return found
 
-    def _helpers(self, module: str, site) -> list[tuple[Value, str, tuple[Ref, ...]]]:
-        """(callee, parameter, refs) for each parameter of a helper a call site passes something to."""
+    def _helpers(self, module: str, site) -> tuple[tuple[Value, str, tuple[Ref, ...]], ...]:
+        """(callee, parameter, refs) for each parameter of a helper a call site passes something to
+        (remembered as `runs` remembers: a site is asked of once for each parameter it may pass)."""
+        found = self._bound.get(id(site))
+        if found is None:
+            refused, outer_low, self._low, start = self._refused, self._low, _NO_CYCLE, len(self._open)
+            try:
+                found = tuple(self._bound_at(module, site))
+            finally:
+                low = self._low
+                self._low = low if low < outer_low else outer_low
+            if self._refused == refused and low >= start:  # (not in a cycle of refs still open)
+                self._bound[id(site)] = found
+        return found
+
+    def _bound_at(self, module: str, site) -> list[tuple[Value, str, tuple[Ref, ...]]]:
         outer = self._permissive
         self._permissive = max(outer, 1)  # looking into helpers: modules that may transform are loaded
         try:
@@ -1330,6 +1346,8 @@ class Project:
         self._following = True  # what attributes hold is looked for in every call that passes it
         self._whole_graph = True
         self._resolved.clear()
+        self._called_of.clear()
+        self._bound.clear()
         try:
             while len(graph) < sum(len(self.summary(module).functions) for module in self.loaded()):
                 for module in sorted(self.loaded()):
@@ -1339,6 +1357,8 @@ class Project:
         finally:
             self._following = self._whole_graph = False
             self._resolved.clear()
+            self._called_of.clear()
+            self._bound.clear()
         return graph
 
     def callees(self, key: FunctionKey) -> list[FunctionKey]:
@@ -1351,25 +1371,47 @@ class Project:
         found: dict[FunctionKey, None] = {}
         for ref in chain(function.calls, (target for source in function.sources for target in source.targets)):
             for value in self.resolve(key[0], ref):
-                for callee in self._called(value, set()):
+                for callee in self._called(value):
                     found[(callee[1], callee[2])] = None
         return list(found)
 
-    def _called(self, value: Value, seen: set) -> Iterator[Value]:
-        kind = value[0]
-        if kind == "P":
-            if value not in seen:  # a parameter passed on to itself, or two that pass each other
-                seen.add(value)
-                for passed in self.passed(value[1], value[2], value[3]):
-                    yield from self._called(passed, seen)
-        elif kind == "C":  # making an instance runs `__new__`, then `__init__`
-            for method in ("__new__", "__init__"):
-                for found in self._member(value[1], value[2], method, method == "__init__", set()):
-                    yield from self.runs(found)
-        elif kind == "W" or kind == "B":
-            yield from self._called(value[1], seen)
-        elif kind != "K":  # what a wrapper runs is its callee's edge, not its caller's
-            yield from self.runs(value)
+    def _called(self, value: Value) -> tuple[Value, ...]:
+        """The functions calling `value` runs; for a parameter, what the calls pass to it (and to
+        the parameters passed on to it), remembered as `runs` remembers."""
+        if value[0] != "P":
+            return self._called_through(value)
+        found = self._called_of.get(value)
+        if found is None:
+            refused, outer_low, self._low, start = self._refused, self._low, _NO_CYCLE, len(self._open)
+            try:
+                found = self._called_through(value)
+            finally:
+                low = self._low
+                self._low = low if low < outer_low else outer_low
+            if self._refused == refused and low >= start:  # (not in a cycle of refs still open)
+                self._called_of[value] = found
+        return found
+
+    def _called_through(self, value: Value) -> tuple[Value, ...]:
+        found: list[Value] = []
+        seen: set[Value] = set()  # a parameter passed on to itself, or two that pass each other
+        todo = [value]
+        while todo:  # depth first, in the order of what is passed
+            value = todo.pop()
+            kind = value[0]
+            if kind == "P":
+                if value not in seen:
+                    seen.add(value)
+                    todo += reversed(self.passed(value[1], value[2], value[3]))
+            elif kind == "C":  # making an instance runs `__new__`, then `__init__`
+                for method in ("__new__", "__init__"):
+                    for member in self._member(value[1], value[2], method, method == "__init__", set()):
+                        found += self.runs(member)
+            elif kind == "W" or kind == "B":
+                todo.append(value[1])
+            elif kind != "K":  # what a wrapper runs is its callee's edge, not its caller's
+                found += self.runs(value)
+        return tuple(dict.fromkeys(found))
 
     def parameter(self, key: tuple[str, str, str]) -> ParameterUse:
         """What a function does with its parameter, directly or through other helpers (found when
@@ -2029,8 +2071,8 @@ class Project:
         named = [ref for ref in refs  # (what a call returns may be what another module stored: `get_residual(name)`)
                  if (m := self._module_of(module, ref)) is not None and (toward is None or m in toward or ref[0] == "call")]
         on_parameters = [ref for ref in refs if (called := _parameter_path(module, ref)) is not None  # `learner.adapt`
-                         and (called[1].rpartition(".")[2] in self.names_applying()  # `field(z)`, given
-                              or not called[1] and self._given_what_applies(called[0]))]  # `self.vector_field`
+                         and (called[1] and called[1].rpartition(".")[2] in self.names_applying()
+                              or not called[1] and self._given_what_applies(called[0]))]  # `field(z)`, given
         on_held = [ref for ref in refs if ref[0] == "attr" and ref not in on_parameters
                    and ref[2] in self.names_applying()]  # `self.residual.pde_residual(z)`, the object given
         if not named and not on_parameters and not on_held:
@@ -2105,17 +2147,28 @@ class Project:
 
     def _given_what_applies(self, parameter: tuple[str, str, str]) -> bool:
         """Whether a call of the parameter's function, named so in the loaded modules, may pass it a
-        function named as one that applies a transform (`leapfrog(self.vector_field, z, dt)`), or an
-        object made there when a `forward` applies one (`encode(Flow(d), x)`): told by names alone,
-        for speed, before what the calls pass is looked for."""
+        function named as one that applies a transform (`leapfrog(self.vector_field, z, dt)`), a
+        lambda or closure applying one, what a call returns when a closure applies one, or an object
+        of the project made there when a `forward` applies one (`encode(Flow(d), x)`): told by names
+        alone, for speed, before what the calls pass is looked for."""
         found = self._given_applying.get(parameter)
         if found is None:
-            applying = self.names_applying()
+            applying = self.names_applying()  # ("": a closure applies one: what a call returns may be it)
             modules = "forward" in applying or "__call__" in applying  # (an object given: what calling it runs)
             found = self._given_applying[parameter] = any(
-                _last_name(ref) in applying or modules and ref[0] == "call" and ref[1][0] in ("cls", "imp")
-                for _, site in self._sites_named(called_as(parameter[1])) for refs in _arguments(site) for ref in refs)
+                _last_name(ref) in applying or modules and ref[0] == "call" and (  # a class of the project
+                    ref[1][0] == "cls" or ref[1][0] == "imp" and self._module_of(caller, ref[1]) is not None)
+                or ref[0] == "fn" and not called_as(ref[1]) and self._applies((caller, ref[1]))  # a lambda, a closure
+                for caller, site in self._sites_named(called_as(parameter[1])) for refs in _arguments(site)
+                for ref in refs)
         return found
+
+    def _applies(self, key: FunctionKey) -> bool:
+        """Whether a function (a lambda, a closure) applies a transform, itself or by calling a function
+        of a name that does (`lambda u: hvp(model, u)`), as `names_applying` tells."""
+        function = self.function(key)
+        return function is not None and (bool(function.applied) or any(
+            (name := _last_name(ref)) and name in self.names_applying() for ref in function.calls))
 
     def names_applying(self) -> set[str]:
         """The names of the functions of the loaded modules that apply a transform, themselves or

@@ -197,8 +197,8 @@ class Run:
                 found.update((prefix + name, tuple(mode)) for name, *mode in makers for prefix in prefixes)
                 modules.add(module)
         names = sorted({name.rpartition(".")[2] for name in found})
-        key, spellings = "." + ",".join(names), [b"." + name.encode() for name in names]
-        if not found or not self._mentions(file, key, spellings):
+        key = ",".join("." + name for name in names)
+        if not found or not self._mentions(file, key):
             return ()
         used |= modules
         return tuple(sorted(found.items()))
@@ -465,8 +465,7 @@ class Run:
         found = []
         for module, names in sorted(wanted.items()):
             methods = any("." in name and not name.endswith(".__init__") for name in names)
-            names = {spelled for name in names if (spelled := _spelled(name))}
-            key, spellings = ",".join(sorted(names)), [name.encode() for name in sorted(names)]
+            key = ",".join(sorted({spelled for name in names if (spelled := _spelled(name, called=True))}))
             importers = set(self.importers().get(module, ()))
             for package in _packages(module):  # `from pkg import hvp` re-exported by pkg/__init__.py
                 importers |= self.importers().get(package, set())
@@ -477,7 +476,7 @@ class Run:
             # leading to one hands it a function to pass on
             for importer in sorted(importers & self.under_regions):
                 file = self.by_module[importer]
-                if not file.summarised and file.index is not None and names and self._mentions(file, key, spellings):
+                if not file.summarised and file.index is not None and key and self._mentions(file, key):
                     found.append(file)
         return list({file.path: file for file in found}.values())
 
@@ -486,13 +485,14 @@ class Run:
         itself (`evaluate` running `self.residual.pde_residual(z)` under `@torch.no_grad()`): the
         call in the region may be that function, on an object it is given (NG001)."""
         names = sorted(project.names_applying())
-        key, spellings = "." + ",".join(names), [b"." + name.encode() for name in names]
+        key = ",".join("." + name for name in names)
         return [file for module, file in sorted(self.by_module.items())
                 if names and not file.summarised and file.index is not None and file.index.regions
-                and module in self.under_regions and self._mentions(file, key, spellings)]
+                and module in self.under_regions and self._mentions(file, key)]
 
-    def _mentions(self, file: ProjectFile, key: str, names: list[bytes]) -> bool:
-        """Whether the file spells one of `names` (`key`: them, comma-separated, as the cache keeps them)."""
+    def _mentions(self, file: ProjectFile, key: str) -> bool:
+        """Whether the file spells one of the comma-separated spellings of `key` (`spells`), as the
+        cache keeps them."""
         mentions = self.cache.entry(file.content_key).setdefault("mentions", {})
         if key not in mentions:
             words = self._words.get(file.path)
@@ -502,7 +502,7 @@ class Run:
                 except OSError:
                     return False
                 words = self._words[file.path] = words_of(code_of(data, file.shown))
-            mentions[key] = any(name in words for name in names)
+            mentions[key] = spells(words, key)
         return mentions[key]
 
     def lines_of(self, module: str) -> list[str] | None:
@@ -551,10 +551,20 @@ class Run:
 
 
 def mentions_any(data: bytes, names: str, shown: str) -> bool:
-    """Whether the file's code uses one of the comma-separated `names` as a word (`.name`: as an
-    attribute, or imported by name)."""
-    words = _code_words(data, shown)
-    return any(name.encode() in words for name in names.split(","))
+    """Whether the file's code spells one of the comma-separated `names` (`spells`)."""
+    return spells(_code_words(data, shown), names)
+
+
+def spells(words: frozenset[bytes], names: str) -> bool:
+    """Whether `words` (`words_of`) hold one of the comma-separated `names`: a word, `.name` (as an
+    attribute, or imported by name), or `(.name`: so, and a call site may end with it."""
+    for name in names.split(","):
+        if name[:1] == "(":
+            if name[1:].encode() in words and b"(" + name[2:].encode() in words:
+                return True
+        elif name.encode() in words:
+            return True
+    return False
 
 
 @functools.lru_cache(maxsize=1)  # a changed file is asked about each name searched in it
@@ -565,13 +575,20 @@ def _code_words(data: bytes, shown: str) -> frozenset[bytes]:
 def words_of(data: bytes) -> frozenset[bytes]:
     """Its words, and each word read as an attribute or imported by name with a dot (`.set` in
     `thunk.set(spec)` or `getattr(thunk, "set")`, `.hvp` for `from .ops import hvp`; every word
-    after `from m import *`)."""
+    after `from m import *`), and with a parenthesis each word a call site may end with: called
+    (`self.step(x)`, `@helpers.step`), imported by name or by `getattr`, or bound to another name
+    (`run = self.step`); not `def step(self)` nor `model.graph.nodes`."""
     words = frozenset(_WORD.findall(data))
-    named = set(_ATTRIBUTE.findall(data)) | set(_GETATTR.findall(data))
+    got = set(_GETATTR.findall(data))
+    named = set(_ATTRIBUTE.findall(data)) | got
+    imported = set()
     for module, names in torch_names.import_statements(data):
         if module is not None:
-            named.update(words if b"*" in names else _WORD.findall(names))
-    return words | frozenset(b"." + word for word in named)
+            imported.update(words if b"*" in names else _WORD.findall(names))
+    called = {*_CALLED.findall(data), *_BOUND.findall(data), *got, *imported}
+    for decorator in _DECORATOR.findall(data):
+        called.update(_WORD.findall(decorator))
+    return words | frozenset(b"." + word for word in named | imported) | frozenset(b"(" + word for word in called)
 
 
 def code_of(data: bytes, shown: str) -> bytes:
@@ -584,22 +601,26 @@ def code_of(data: bytes, shown: str) -> bytes:
     return data
 
 
-def _spelled(function: str) -> str:
+def _spelled(function: str, called: bool = False) -> str:
     """What a file calling `function` spells, when it is not the file defining it: the name
     `made_by` gives, read as an attribute or imported by name (`.set` in `thunk.set(spec)`, `.hvp`
     in `from ops import hvp`): a file using the builtin `set()` only does not call
-    `PytreeThunk.set`. A dunder method runs on an instance: the class is spelled (`Net.__call__`,
-    `.Net`); "" when nothing names it (a lambda)."""
+    `PytreeThunk.set`; with `called`, where a call site may end with it too (`(.set`: a file
+    that only defines its own `def set(self)` does not call it either). A dunder method runs on an
+    instance: the class is spelled (`Net.__call__`, `.Net`); "" when nothing names it (a lambda)."""
     parts = function.split("#")[0].split(".")
     if len(parts) > 1 and parts[-1].startswith("__") and "<locals>" not in parts:
         return "." + parts[-2] if parts[-2].isidentifier() else ""
-    called = made_by(function)
-    return called and "." + called
+    name = made_by(function)
+    return name and ("(." if called else ".") + name
 
 
 _WORD = re.compile(rb"\w+")
 _ATTRIBUTE = re.compile(rb"\.\s*(\w+)")
 _GETATTR = re.compile(rb"\bgetattr\s*\([^,]*,\s*[\"'](\w+)[\"']")
+_CALLED = re.compile(rb"(?<!def )\b(\w+)\s*\(")
+_BOUND = re.compile(rb"=\s*(?:[\w.]*\.)?(\w+)\s*(?:#.*)?$", re.MULTILINE)
+_DECORATOR = re.compile(rb"^[ \t]*@([\w. \t]+)", re.MULTILINE)
 
 
 def _size(file: ProjectFile) -> int:
