@@ -123,17 +123,18 @@ def flow_of(model: SemanticModel, region: GradModeChange) -> Flow:
     assumes = tuple(sorted({name for node in nodes if isinstance(node, ast.Attribute)
                             for name in _assumed(model, node, scope)}))
     bound = {node.id for target in targets for node in walk(target) if isinstance(node, ast.Name)}
-    inside = {id(node) for statement in region.owner.body if not _enables_grad(model, statement, region)
-              for node in walk(statement)}  # (what a `with enable_grad()` block in it reads is read outside)
-    cut_after = local_only and bool(bound) and _cut_after(region, bound, inside)
-    mutates = any(_changes_state_in_place(node) for statement in region.owner.body for node in walk(statement)
-                  if isinstance(node, ast.stmt))
-    aux_only = local_only and bool(bound) and _only_in_aux(region, bound, inside)
     # (`with torch.no_grad(): return h.abs().mean()` gives its value back the same way)
     returning = harmless and bool(body) and isinstance(body[-1], ast.Return) and body[-1].value is not None \
         and all(isinstance(s, (ast.Assign, ast.AnnAssign)) and s.value is not None and all(
             isinstance(node, (ast.Name, ast.Tuple, ast.List, ast.Store)) for target in (
                 s.targets if isinstance(s, ast.Assign) else [s.target]) for node in walk(target)) for s in body[:-1])
+    inside = {id(node) for statement in region.owner.body if not _enables_grad(model, statement, region)
+              for node in walk(statement)} if plain or returning else set()  # (what only these read: a `with
+    # enable_grad()` block in the region is read outside)
+    cut_after = local_only and bool(bound) and _cut_after(region, bound, inside)
+    mutates = any(_changes_state_in_place(node) for statement in region.owner.body for node in walk(statement)
+                  if isinstance(node, ast.stmt))
+    aux_only = local_only and bool(bound) and _only_in_aux(region, bound, inside)
     returned_only = (local_only and bool(bound) or returning) and _only_returned(region, bound, inside)
     if (local_only and bound or returning) and not any(isinstance(node, ast.Attribute) and node.attr in _AUTOGRAD_STATE
                                                         for node in nodes) \

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional
@@ -110,6 +110,7 @@ class Run:
         self.found: dict[Path, list[engine.Linked]] = {}  # what linking gave each file given
         self._ahead: dict[Path, tuple] = {}  # facts made before linking asks for them, and their summary if read
         self._words: dict[Path, frozenset[bytes]] = {}  # the words of the files looked into for names
+        self._called: dict[Path, frozenset[bytes]] = {}  # and those a call site may end with (`called_words`)
         self._shared: dict = {}  # the refs of the summaries read from the cache, kept once each
         self._lines: dict[str, list[str] | None] = {}  # of the modules whose directives were looked at
 
@@ -397,6 +398,7 @@ class Run:
                         and file not in callers]
             if not callers and not more:
                 self._words.clear()  # no more names to look for
+                self._called.clear()
                 self._shared.clear()  # no more summaries to read
                 return project
             self.summarise(callers)
@@ -497,13 +499,23 @@ class Run:
         if key not in mentions:
             words = self._words.get(file.path)
             if words is None:  # read once, however many names are looked for in it
-                try:
-                    data = _source(file.path, file.job)
-                except OSError:
+                code = self._code(file)
+                if code is None:
                     return False
-                words = self._words[file.path] = words_of(code_of(data, file.shown))
-            mentions[key] = spells(words, key)
+                words = self._words[file.path] = words_of(code)
+            mentions[key] = spells(words, key, lambda: self._called_words(file))
         return mentions[key]
+
+    def _called_words(self, file: ProjectFile) -> frozenset[bytes]:
+        if file.path not in self._called:
+            self._called[file.path] = called_words(self._code(file) or b"")
+        return self._called[file.path]
+
+    def _code(self, file: ProjectFile) -> bytes | None:
+        try:
+            return code_of(_source(file.path, file.job), file.shown)
+        except OSError:
+            return None
 
     def lines_of(self, module: str) -> list[str] | None:
         """The lines of a module's file, read once, for its `# noqa` directives (None: unreadable)."""
@@ -552,15 +564,16 @@ class Run:
 
 def mentions_any(data: bytes, names: str, shown: str) -> bool:
     """Whether the file's code spells one of the comma-separated `names` (`spells`)."""
-    return spells(_code_words(data, shown), names)
+    return spells(_code_words(data, shown), names, lambda: called_words(code_of(data, shown)))
 
 
-def spells(words: frozenset[bytes], names: str) -> bool:
+def spells(words: frozenset[bytes], names: str, called: Callable[[], frozenset[bytes]]) -> bool:
     """Whether `words` (`words_of`) hold one of the comma-separated `names`: a word, `.name` (as an
-    attribute, or imported by name), or `(.name`: so, and a call site may end with it."""
+    attribute, or imported by name), or `(.name`: so, and a call site may end with it (`called`: the
+    file's `called_words`, found when first needed)."""
     for name in names.split(","):
         if name[:1] == "(":
-            if name[1:].encode() in words and b"(" + name[2:].encode() in words:
+            if name[1:].encode() in words and name[2:].encode() in called():
                 return True
         elif name.encode() in words:
             return True
@@ -575,20 +588,26 @@ def _code_words(data: bytes, shown: str) -> frozenset[bytes]:
 def words_of(data: bytes) -> frozenset[bytes]:
     """Its words, and each word read as an attribute or imported by name with a dot (`.set` in
     `thunk.set(spec)` or `getattr(thunk, "set")`, `.hvp` for `from .ops import hvp`; every word
-    after `from m import *`), and with a parenthesis each word a call site may end with: called
-    (`self.step(x)`, `@helpers.step`), imported by name or by `getattr`, or bound to another name
-    (`run = self.step`); not `def step(self)` nor `model.graph.nodes`."""
+    after `from m import *`)."""
     words = frozenset(_WORD.findall(data))
-    got = set(_GETATTR.findall(data))
-    named = set(_ATTRIBUTE.findall(data)) | got
-    imported = set()
+    named = set(_ATTRIBUTE.findall(data)) | set(_GETATTR.findall(data))
     for module, names in torch_names.import_statements(data):
         if module is not None:
-            imported.update(words if b"*" in names else _WORD.findall(names))
-    called = {*_CALLED.findall(data), *_BOUND.findall(data), *got, *imported}
+            named.update(words if b"*" in names else _WORD.findall(names))
+    return words | frozenset(b"." + word for word in named)
+
+
+def called_words(data: bytes) -> frozenset[bytes]:
+    """The words a call site may end with: called (`self.step(x)`, `@helpers.step`), imported by name
+    or read by `getattr`, or bound to another name (`run = self.step`); not `def step(self)` nor
+    `model.graph.nodes`."""
+    found = {*_CALLED.findall(data), *_BOUND.findall(data), *_GETATTR.findall(data)}
+    for module, names in torch_names.import_statements(data):
+        if module is not None:
+            found.update(_WORD.findall(data) if b"*" in names else _WORD.findall(names))
     for decorator in _DECORATOR.findall(data):
-        called.update(_WORD.findall(decorator))
-    return words | frozenset(b"." + word for word in named | imported) | frozenset(b"(" + word for word in called)
+        found.update(_WORD.findall(decorator))
+    return frozenset(found)
 
 
 def code_of(data: bytes, shown: str) -> bytes:
