@@ -182,6 +182,10 @@ def test_the_callers_of_a_function_are_the_files_that_import_it_or_read_it_as_an
     (b"import ops\nrun = ops.directional  # bound, then called\nrun(f, x, v)\n", True),
     (b"import ops\n\n\n@ops.directional\ndef f(x):\n    return x\n", True),
     (b"import ops\ngetattr(ops, 'directional')(f, x, v)\n", True),
+    (b"import ops\ny = checkpoint(ops.directional, x)\n", True),  # library calls that call what they are given
+    (b"import functools\nimport ops\nrun = functools.partial(ops.directional, net)\n", True),
+    (b"import ops\nys = sorted(\n    xs,\n    key=ops.directional,\n)\n", True),
+    (b"import ops\nnet.register_forward_hook(ops.directional)\n", True),
     (b"import ops\n\n\nclass Probe(ops.Base):\n    def directional(self, f):\n        return f\n", False),
     (b"import ops\nnodes = ops.directional.nodes\n", False),  # read, not called
 ])

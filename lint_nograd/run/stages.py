@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional
 
-from lint_nograd.analysis import torch_names
+from lint_nograd.analysis import library, torch_names
 from lint_nograd.project.linking import ModuleEntry, Project, made_by, module_name_and_root, script_relative
 from lint_nograd.project.summary import ModuleSummary, passes_from_json
 from lint_nograd.report import suppression
@@ -599,14 +599,15 @@ def words_of(data: bytes) -> frozenset[bytes]:
 
 def called_words(data: bytes) -> frozenset[bytes]:
     """The words a call site may end with: called (`self.step(x)`, `@helpers.step`), imported by name
-    or read by `getattr`, or bound to another name (`run = self.step`); not `def step(self)` nor
-    `model.graph.nodes`."""
+    or read by `getattr`, bound to another name (`run = self.step`), or handed to a call (which may
+    call it: `checkpoint(self.step, x)`, `partial(step, net)`, `map(step, xs)`); not `def step(self)`
+    nor `model.graph.nodes`."""
     found = {*_CALLED.findall(data), *_BOUND.findall(data), *_GETATTR.findall(data)}
     for module, names in torch_names.import_statements(data):
         if module is not None:
             found.update(_WORD.findall(data) if b"*" in names else _WORD.findall(names))
-    for decorator in _DECORATOR.findall(data):
-        found.update(_WORD.findall(decorator))
+    for words in (*_DECORATOR.findall(data), *_HANDED.findall(data)):
+        found.update(_WORD.findall(words))
     return frozenset(found)
 
 
@@ -639,6 +640,11 @@ _ATTRIBUTE = re.compile(rb"\.\s*(\w+)")
 _GETATTR = re.compile(rb"\bgetattr\s*\([^,]*,\s*[\"'](\w+)[\"']")
 _CALLED = re.compile(rb"(?<!def )\b(\w+)\s*\(")
 _BOUND = re.compile(rb"=\s*(?:[\w.]*\.)?(\w+)\s*(?:#.*)?$", re.MULTILINE)
+# the library calls that call a function they are given (a call site of it where they are called:
+# `summary.py`): `checkpoint(self.step, x)`, `partial(step, net)`, `map(step, xs)`, `sorted(xs, key=step)`
+_CALLERS = sorted({name.rpartition(".")[2] for table in (library.CALLS_ARGUMENT, library.CALLS_ON_ELEMENTS)
+                   for name in table} | {name.rpartition(".")[2] for name in torch_names.PARTIAL} | library.REGISTERS_HOOK)
+_HANDED = re.compile(rb"\b(?:" + "|".join(_CALLERS).encode() + rb")\s*\(([^()]*)")  # (their arguments, up to a call)
 _DECORATOR = re.compile(rb"^[ \t]*@([\w. \t]+)", re.MULTILINE)
 
 
