@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from lint_nograd import cli
-from lint_nograd.run import cache, engine
+from lint_nograd.run import cache, engine, stages
 
 PROJECT = Path(__file__).parent / "fixtures" / "projects" / "cross_module"
 
@@ -97,3 +97,33 @@ def test_a_relative_xdg_cache_home_is_ignored(tmp_path, monkeypatch, xdg):
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.chdir(tmp_path)
     assert cache.default_folder(tmp_path / "app") == tmp_path / "home" / ".cache" / "lint-nograd" / "app"
+
+
+MAKERS = Path(__file__).parent / "fixtures" / "projects" / "imported_makers"
+
+
+@pytest.mark.parametrize("path, old, new", [
+    ("pkg/utils/modes.py", "def frozen():\n    with torch.no_grad():", "def frozen():\n    with torch.enable_grad():"),
+    ("pkg/layers.py", "def normalised(x):\n    with frozen():", "def normalised(x):\n    with timed():"),
+    ("pkg/plain.py", "    return fn\n", "    return fn  # an edit no finding depends on\n"),
+])
+def test_an_edit_beside_grad_mode_makers_is_read_as_a_fresh_run_reads_it(tmp_path, capsys, path, old, new):
+    """A module defining a grad mode other modules enter (`with frozen():`), one entering it, and
+    one that does neither: after an edit, a warm run reports what a run without the cache reports;
+    only the files that took a maker from another module make the whole project run again."""
+    project = clone(MAKERS, tmp_path / "project")
+    for file in project.rglob("*.py"):  # (not modified just before the run: then it is read again anyway)
+        os.utime(file, (file.stat().st_atime, file.stat().st_mtime - 3600))
+    cache_dir = ["--cache-dir", str(tmp_path / "cache")]
+    before = check(project, capsys, *cache_dir)
+    edited = project / path
+    assert old in edited.read_text()
+    edited.write_text(edited.read_text().replace(old, new, 1))
+    linked: list[bool] = []
+    real = stages.Run.link
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(stages.Run, "link", lambda self: linked.append(True) or real(self))
+        after = check(project, capsys, *cache_dir)
+    assert after == check(project, capsys, "--no-cache")
+    assert (after != before) is (path != "pkg/plain.py")
+    assert bool(linked) is (path == "pkg/layers.py" or path == "pkg/utils/modes.py")

@@ -88,7 +88,9 @@ class LastRun:
     findings: dict[str, list]  # path of a file given -> its finished findings
     statuses: dict[str, list] = field(default_factory=dict)  # path -> its status when the run began
     written: int = 0
-    makers: bool = False  # a module gave others a grad-mode maker (`give_makers`): what a change does is not told here
+    # the files that took a grad-mode maker from another module (`give_makers`): their facts were made with
+    # it, which reading them again here does not do
+    makers: list[str] = field(default_factory=list)
 
     @classmethod
     def of(cls, run: Run) -> "LastRun":
@@ -100,7 +102,7 @@ class LastRun:
                                      {} if file.summarised else entry.get("mentions", {})]
         found = {str(path): [[index, asdict(d)] for index, d in linked] for path, linked in run.found.items() if linked}
         return cls(files, found, {str(path): diagnostics_to_json(found) for path, found in run.findings.items()},
-                   makers=any(file.makers for file in run.files.values()))
+                   makers=sorted(str(file.path) for file in run.files.values() if file.makers))
 
     def to_json(self, key: str, statuses: dict[Path, FileStatus]) -> dict:
         return {"key": key, "written": time.time_ns(), "files": self.files, "found": self.found,
@@ -111,7 +113,7 @@ class LastRun:
     def from_json(cls, stored: dict) -> "LastRun":
         last = cls(stored["files"], stored["found"], stored["findings"], stored["statuses"], stored["written"],
                    stored["makers"])
-        if not (isinstance(last.written, int) and isinstance(last.makers, bool) and all(isinstance(part, dict) for part in
+        if not (isinstance(last.written, int) and isinstance(last.makers, list) and all(isinstance(part, dict) for part in
                                                         (last.files, last.found, last.findings, last.statuses))):
             raise TypeError("not a last run")
         return last
@@ -126,8 +128,8 @@ class LastRun:
         changed = [path for path, status in statuses.items()
                    if status is None or list(status) != self.statuses.get(str(path))
                    or status[0] + RACY_NS >= self.written]  # modified just before: it may have changed since
-        if len(changed) > _LAST_RUN_MAX_CHANGED or changed and self.makers:
-            return None
+        if len(changed) > _LAST_RUN_MAX_CHANGED or not set(self.makers).isdisjoint(map(str, changed)):
+            return None  # (a maker's own module read again tells its change by its text index)
         shown = {**dict(project_files), **{job.path: job.display_path for job in jobs}}
         given = {job.path: job for job in jobs}
         learned: list[tuple[Path, FileStatus | None, str, dict]] = []
