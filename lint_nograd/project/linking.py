@@ -1300,16 +1300,21 @@ class Project:
     def _helpers(self, module: str, site) -> tuple[tuple[Value, str, tuple[Ref, ...]], ...]:
         """(callee, parameter, refs) for each parameter of a helper a call site passes something to
         (remembered as `runs` remembers: a site is asked of once for each parameter it may pass)."""
-        found = self._bound.get(id(site))
+        return self._remembered(self._bound, id(site), lambda: tuple(self._bound_at(module, site)))
+
+    def _remembered(self, table: dict, key, find: Callable[[], tuple]) -> tuple:
+        """`find()`, kept in `table` as `runs` keeps what it finds: not when something was refused,
+        nor inside a cycle of refs still open."""
+        found = table.get(key)
         if found is None:
             refused, outer_low, self._low, start = self._refused, self._low, _NO_CYCLE, len(self._open)
             try:
-                found = tuple(self._bound_at(module, site))
+                found = find()
             finally:
                 low = self._low
                 self._low = low if low < outer_low else outer_low
-            if self._refused == refused and low >= start:  # (not in a cycle of refs still open)
-                self._bound[id(site)] = found
+            if self._refused == refused and low >= start:
+                table[key] = found
         return found
 
     def _bound_at(self, module: str, site) -> list[tuple[Value, str, tuple[Ref, ...]]]:
@@ -1380,17 +1385,7 @@ class Project:
         the parameters passed on to it), remembered as `runs` remembers."""
         if value[0] != "P":
             return self._called_through(value)
-        found = self._called_of.get(value)
-        if found is None:
-            refused, outer_low, self._low, start = self._refused, self._low, _NO_CYCLE, len(self._open)
-            try:
-                found = self._called_through(value)
-            finally:
-                low = self._low
-                self._low = low if low < outer_low else outer_low
-            if self._refused == refused and low >= start:  # (not in a cycle of refs still open)
-                self._called_of[value] = found
-        return found
+        return self._remembered(self._called_of, value, lambda: self._called_through(value))
 
     def _called_through(self, value: Value) -> tuple[Value, ...]:
         found: list[Value] = []
